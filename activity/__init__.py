@@ -1,0 +1,1 @@
+"""Activity tracking: last seen, online users, navigation sessions and reports, kept in Redis."""

@@ -1,0 +1,1 @@
+"""The REST API (v1): thin DRF views over activity.services."""

@@ -1,0 +1,103 @@
+"""Request and response shapes. Validation rules come from activity.events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from activity import conf
+from activity.api.pagination import decode_cursor
+from activity.events import Event, InvalidValue, clean_path, clean_ts, clean_user, iso
+
+
+class _CleanedField(serializers.Field):
+    """A field whose value is checked by one of activity.events' ``clean_*`` functions."""
+
+    cleaner = staticmethod(lambda value: value)
+
+    def to_internal_value(self, data: Any) -> Any:
+        try:
+            return self.cleaner(data)
+        except InvalidValue as error:
+            raise serializers.ValidationError(str(error)) from None
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class UserIdField(_CleanedField):
+    cleaner = staticmethod(clean_user)
+
+
+class TimestampField(_CleanedField):
+    cleaner = staticmethod(clean_ts)
+
+
+class PathField(_CleanedField):
+    cleaner = staticmethod(clean_path)
+
+
+class EventSerializer(serializers.Serializer):
+    user = UserIdField()
+    ts = TimestampField(required=False)
+    path = PathField(required=False)
+
+
+class EventBatchSerializer(serializers.Serializer):
+    events = serializers.ListField(child=EventSerializer(), allow_empty=False)
+
+    def validate_events(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        limit = conf.settings.MAX_BATCH
+        if len(value) > limit:
+            raise serializers.ValidationError(f"At most {limit} events per request; got {len(value)}.")
+        return value
+
+    def to_events(self, now: float) -> list[Event]:
+        """The validated batch as Event values; a missing ``ts`` means ``now``."""
+        return [Event(user=e["user"], ts=e.get("ts", now), path=e.get("path")) for e in self.validated_data["events"]]
+
+
+class IngestResultSerializer(serializers.Serializer):
+    accepted = serializers.IntegerField()
+    last_seen_updated = serializers.IntegerField()
+
+
+class LastSeenSerializer(serializers.Serializer):
+    user = serializers.CharField()
+    ts = serializers.FloatField()
+    last_seen = serializers.SerializerMethodField()
+    online = serializers.BooleanField()
+
+    def get_last_seen(self, obj: Any) -> str:
+        return iso(obj.ts)
+
+
+class OnlineUserSerializer(serializers.Serializer):
+    user = serializers.CharField()
+    ts = serializers.FloatField()
+    last_seen = serializers.CharField()
+
+
+class OnlinePageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    results = OnlineUserSerializer(many=True)
+
+
+class OnlineQuerySerializer(serializers.Serializer):
+    within = serializers.IntegerField(min_value=1, max_value=86400, required=False)
+    page_size = serializers.IntegerField(min_value=1, required=False, default=50)
+    cursor = serializers.CharField(required=False)
+
+    def validate_cursor(self, value: str) -> tuple[float, str]:
+        try:
+            return decode_cursor(value)
+        except InvalidValue as error:
+            raise serializers.ValidationError(str(error)) from None
+
+    def validate_page_size(self, value: int) -> int:
+        limit = conf.settings.MAX_PAGE_SIZE
+        if value > limit:
+            raise serializers.ValidationError(f"Ensure this value is less than or equal to {limit}.")
+        return value

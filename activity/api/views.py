@@ -1,0 +1,80 @@
+"""Thin views: validate with serializers, call activity.services, shape the answer."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.permissions import IsAdminUser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from activity import clock, conf, services
+from activity.api import serializers as s
+from activity.api.pagination import next_link
+from activity.api.permissions import CanIngest, IsStaffOrSelf
+from activity.events import InvalidValue, clean_user, iso
+
+
+def user_from_url(value: str) -> str:
+    """The ``<user>`` URL argument, validated like any other user id (400 when malformed)."""
+    try:
+        return clean_user(value)
+    except InvalidValue as error:
+        raise ValidationError({"user": [str(error)]}) from None
+
+
+class EventsView(APIView):
+    permission_classes = [CanIngest]
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "ingest"
+
+    @extend_schema(request=s.EventBatchSerializer, responses={202: s.IngestResultSerializer})
+    def post(self, request: Request) -> Response:
+        batch = s.EventBatchSerializer(data=request.data)
+        batch.is_valid(raise_exception=True)
+        result = services.record_events(batch.to_events(now=clock.now()))
+        return Response(
+            {"accepted": result.accepted, "last_seen_updated": result.last_seen_updated},
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class LastSeenView(APIView):
+    permission_classes = [IsStaffOrSelf]
+
+    @extend_schema(responses={200: s.LastSeenSerializer})
+    def get(self, request: Request, user: str) -> Response:
+        seen = services.last_seen(user_from_url(user))
+        if seen is None:
+            raise NotFound("This user has never been seen.")
+        return Response(s.LastSeenSerializer(seen).data)
+
+
+class OnlineView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("within", int, description="Seconds (1..86400); default the online window."),
+            OpenApiParameter("page_size", int),
+            OpenApiParameter("cursor", str, description="Opaque; from the previous page's `next`."),
+        ],
+        responses={200: s.OnlinePageSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        query = s.OnlineQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        within = query.validated_data.get("within", conf.settings.ONLINE_WINDOW)
+        size = query.validated_data["page_size"]
+        rows = services.online_page(within, limit=size + 1, after=query.validated_data.get("cursor"))
+        page, more = rows[:size], len(rows) > size
+        return Response(
+            {
+                "count": services.online_count(within),
+                "next": next_link(request, page[-1][1], page[-1][0]) if more else None,
+                "results": [{"user": user, "ts": ts, "last_seen": iso(ts)} for user, ts in page],
+            }
+        )

@@ -1,0 +1,86 @@
+"""Tracking middleware: records the authenticated user's last seen, in one Redis round trip.
+
+It fails open: when Redis is unreachable the page is still served, the failure is logged and
+counted, and tracking pauses for ``ACTIVITY_FAIL_OPEN_BACKOFF`` seconds so a dead Redis does not
+add a connect timeout to every request.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse
+
+from activity import clock, conf, services
+from activity.events import Event, InvalidValue, clean_user
+from activity.store.client import UNAVAILABLE
+
+logger = logging.getLogger("activity.middleware")
+
+
+class FailOpen:
+    """Counts Redis failures and says whether tracking is paused after the latest one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.failures = 0
+        self.skipped = 0
+        self._paused_until = 0.0
+
+    def paused(self) -> bool:
+        if time.monotonic() < self._paused_until:
+            with self._lock:
+                self.skipped += 1
+            return True
+        return False
+
+    def failed(self, error: Exception) -> None:
+        with self._lock:
+            self.failures += 1
+            self._paused_until = time.monotonic() + conf.settings.FAIL_OPEN_BACKOFF
+        logger.warning(
+            "Activity tracking paused for %ss: Redis unavailable (%s)", conf.settings.FAIL_OPEN_BACKOFF, error
+        )
+
+    def reset(self) -> None:
+        with self._lock:
+            self.failures = self.skipped = 0
+            self._paused_until = 0.0
+
+
+fail_open = FailOpen()
+
+
+def tracked_user(request: HttpRequest, response: HttpResponse) -> str | None:
+    """The user id to record for this request, or None when the request is not tracked."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return None
+    if request.method not in conf.settings.TRACK_METHODS:
+        return None
+    if not conf.settings.TRACK_MIN_STATUS <= response.status_code <= conf.settings.TRACK_MAX_STATUS:
+        return None
+    if request.path.startswith(conf.settings.TRACK_EXCLUDE_PATHS):
+        return None
+    try:
+        return clean_user(user.pk)
+    except InvalidValue:
+        return None
+
+
+class ActivityMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        user = tracked_user(request, response)
+        if user is not None and not fail_open.paused():
+            try:
+                services.record_events([Event(user=user, ts=clock.now())])
+            except UNAVAILABLE as error:
+                fail_open.failed(error)
+        return response

@@ -1,0 +1,32 @@
+"""What reaches the database: one activity row per user, written in bulk by the flush job."""
+
+from django.conf import settings
+from django.db import models
+
+
+class UserActivity(models.Model):
+    """A user's last seen as of the latest flush. Redis stays the live source of truth."""
+
+    user_id = models.CharField("user id", max_length=64, unique=True)
+    account = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        db_constraint=False,
+        related_name="+",
+        verbose_name="Django user",
+        help_text="The Django user whose pk is this id, when there is one.",
+    )
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField(db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "user activity"
+        verbose_name_plural = "user activity"
+        ordering = ["-last_seen"]
+        permissions = [("ingest_events", "Can send activity events to the ingest API")]
+
+    def __str__(self) -> str:
+        return self.user_id

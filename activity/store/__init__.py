@@ -1,0 +1,1 @@
+"""The Redis store: the only code that names keys or runs Lua."""

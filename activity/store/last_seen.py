@@ -1,0 +1,67 @@
+"""Last seen per user: a sorted set written only through "ZADD unless smaller"."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import redis
+
+from activity.store import keys
+from activity.store.scripts import LuaScript, Pipeline
+
+ZADD_UNLESS_SMALLER = LuaScript("zadd_unless_smaller")
+
+
+def _flatten(scores: Mapping[str, float]) -> list[str | float]:
+    args: list[str | float] = []
+    for member, score in scores.items():
+        args += [repr(float(score)), member]
+    return args
+
+
+def queue_update(pipe: Pipeline, scores: Mapping[str, float], now: float) -> int:
+    """Queue one EVALSHA that moves each user's last seen forward; returns its reply index."""
+    return pipe.script(ZADD_UNLESS_SMALLER, [keys.last_seen(), keys.last_seen_dirty()], [repr(now), *_flatten(scores)])
+
+
+def update(client: redis.Redis, scores: Mapping[str, float], now: float) -> int:
+    """Move each user's last seen forward (never back); returns how many moved."""
+    if not scores:
+        return 0
+    return ZADD_UNLESS_SMALLER(client, [keys.last_seen(), keys.last_seen_dirty()], [repr(now), *_flatten(scores)])
+
+
+def get(client: redis.Redis, user: str) -> float | None:
+    return client.zscore(keys.last_seen(), user)
+
+
+def get_many(client: redis.Redis, users: Iterable[str]) -> dict[str, float | None]:
+    users = list(users)
+    if not users:
+        return {}
+    return dict(zip(users, client.zmscore(keys.last_seen(), users), strict=True))
+
+
+def count_since(client: redis.Redis, since: float) -> int:
+    return client.zcount(keys.last_seen(), since, "+inf")
+
+
+def page_since(
+    client: redis.Redis, since: float, limit: int, before: tuple[float, str] | None = None
+) -> list[tuple[str, float]]:
+    """Users seen at or after ``since``, most recent first, strictly after the keyset ``before``.
+
+    Keyset paging (score, member) rather than offsets, so users moving to the top while a client
+    pages through do not shift later pages and make it skip anyone.
+    """
+    top: float | str = "+inf" if before is None else before[0]
+    fetch = limit
+    while True:
+        rows = client.zrange(
+            keys.last_seen(), top, since, byscore=True, desc=True, offset=0, num=fetch, withscores=True
+        )
+        # Ties on the cursor's score: keep only members after the cursor's, in reverse order.
+        rows_kept = rows if before is None else [(m, s) for m, s in rows if s < before[0] or m < before[1]]
+        if len(rows_kept) >= limit or len(rows) < fetch:
+            return rows_kept[:limit]
+        fetch *= 2

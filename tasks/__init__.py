@@ -1,0 +1,1 @@
+"""Celery tasks: thin wrappers over activity.services."""

@@ -29,3 +29,8 @@ def last_seen_dirty() -> str:
 def last_seen_claimed() -> str:
     """Sorted set: users claimed by a running flush, score = claim time (reliable-queue pattern)."""
     return f"{prefix()}{{ls}}:claimed"
+
+
+def lock(name: str) -> str:
+    """String: a lock (SET NX PX with a random token). Always has a TTL."""
+    return f"{prefix()}lock:{name}"

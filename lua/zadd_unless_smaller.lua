@@ -3,8 +3,12 @@
 -- KEYS[1]  last-seen sorted set (member = user id, score = epoch seconds)
 -- KEYS[2]  "changed since last flush" sorted set (score = time of the first unflushed change)
 -- ARGV[1]  now, epoch seconds (the caller's clock; scripts never read the clock)
--- ARGV[2], ARGV[3], ...  score, member pairs
--- Returns  the number of pairs that moved a score forward (a new member counts as moved).
+-- ARGV[2], ARGV[3], ...  score, member pairs (a member may appear more than once)
+-- Returns  the number of distinct members whose score moved forward (a new member counts).
+--
+-- First every pair is read and decided (one ZMSCORE per chunk, comparisons in Lua), so a bad
+-- score is reported before anything is written; then two variadic ZADDs per chunk write the
+-- winners and their change marks.
 if #KEYS ~= 2 then
   return redis.error_reply('zadd_unless_smaller: expected 2 keys, got ' .. #KEYS)
 end
@@ -12,23 +16,50 @@ if #ARGV < 1 or (#ARGV - 1) % 2 ~= 0 then
   return redis.error_reply('zadd_unless_smaller: expected now followed by score, member pairs')
 end
 
--- Check every score before writing anything, so a bad call changes nothing.
-for i = 2, #ARGV, 2 do
-  if tonumber(ARGV[i]) == nil then
-    return redis.error_reply('zadd_unless_smaller: score is not a number: ' .. ARGV[i])
+local now = ARGV[1]
+local CHUNK = 1000 -- pairs per ZMSCORE/ZADD, well under Lua's unpack limit
+-- best[member]: highest score so far (stored or from this call), so a duplicate can never write a
+-- smaller score after a larger one; text[member]: the caller's text of that score, written back
+-- as given (no number-to-string formatting); order: members that moved, first-come.
+local best, text, order = {}, {}, {}
+for first = 2, #ARGV, 2 * CHUNK do
+  local members = {}
+  for i = first, math.min(first + 2 * CHUNK - 1, #ARGV), 2 do
+    members[#members + 1] = ARGV[i + 1]
+  end
+  local current = redis.call('ZMSCORE', KEYS[1], unpack(members))
+  for n = 1, #members do
+    local i = first + 2 * (n - 1)
+    local member, score = members[n], tonumber(ARGV[i])
+    if score == nil then
+      return redis.error_reply('zadd_unless_smaller: score is not a number: ' .. ARGV[i])
+    end
+    local known = best[member]
+    if known == nil then
+      known = current[n] and tonumber(current[n]) or -math.huge
+    end
+    if score > known then
+      best[member] = score
+      if text[member] == nil then
+        order[#order + 1] = member
+      end
+      text[member] = ARGV[i]
+    else
+      best[member] = known
+    end
   end
 end
 
-local now = ARGV[1]
-local changed = 0
-for i = 2, #ARGV, 2 do
-  local score = tonumber(ARGV[i])
-  local member = ARGV[i + 1]
-  local current = redis.call('ZSCORE', KEYS[1], member)
-  if current == false or score > tonumber(current) then
-    redis.call('ZADD', KEYS[1], score, member)
-    redis.call('ZADD', KEYS[2], 'NX', now, member)
-    changed = changed + 1
+for first = 1, #order, CHUNK do
+  local scores, marks = {}, {}
+  for n = first, math.min(first + CHUNK - 1, #order) do
+    local member = order[n]
+    scores[#scores + 1] = text[member]
+    scores[#scores + 1] = member
+    marks[#marks + 1] = now
+    marks[#marks + 1] = member
   end
+  redis.call('ZADD', KEYS[1], unpack(scores))
+  redis.call('ZADD', KEYS[2], 'NX', unpack(marks))
 end
-return changed
+return #order

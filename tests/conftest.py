@@ -35,12 +35,12 @@ def _clean_state(redis_client):
 
 @pytest.fixture
 def staff(db):
-    return get_user_model().objects.create_user("staff", password="pw", is_staff=True)
+    return get_user_model().objects.create_user("staff", is_staff=True)
 
 
 @pytest.fixture
 def member(db):
-    return get_user_model().objects.create_user("member", password="pw")
+    return get_user_model().objects.create_user("member")
 
 
 @pytest.fixture

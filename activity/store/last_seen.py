@@ -15,7 +15,7 @@ ZADD_UNLESS_SMALLER = LuaScript("zadd_unless_smaller")
 def _flatten(scores: Mapping[str, float]) -> list[str | float]:
     args: list[str | float] = []
     for member, score in scores.items():
-        args += [repr(float(score)), member]
+        args += (repr(score), member)
     return args
 
 

@@ -1,0 +1,232 @@
+"""Last-seen write paths, side by side on one private Redis (``python -m bench.last_seen``).
+
+1. the service's batched path (``services.record_events``: one EVALSHA per 1,000 events),
+2. raw batched ``ZADD ... GT`` from redis-py (the client-side limit: no change tracking),
+3. one round trip per event through the same script,
+4. contention: 16 writer processes on 100 hot users, per-event script vs WATCH/MULTI retry loop,
+   and the service's batched path under the same contention.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import random
+import time
+
+from bench import harness
+
+
+def _events(count: int, users: int, seed: int) -> list[tuple[str, float]]:
+    rng = random.Random(seed)
+    return [(f"u{rng.randrange(users)}", round(rng.uniform(1.7e9, 1.8e9), 3)) for _ in range(count)]
+
+
+def _reset(client) -> None:
+    from activity.store import keys
+
+    client.delete(keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed())
+
+
+def single_client(count: int, users: int, batch: int, rounds: int) -> dict[str, float]:
+    from activity import services
+    from activity.events import Event
+    from activity.store import keys
+    from activity.store.client import get_client
+
+    client = get_client()
+    events = _events(count, users, seed=1)
+    batches = [events[i : i + batch] for i in range(0, count, batch)]
+    as_events = [[Event(u, ts) for u, ts in chunk] for chunk in batches]
+
+    def service() -> None:
+        for chunk in as_events:
+            services.record_events(chunk)
+
+    def zadd_gt() -> None:
+        for chunk in batches:
+            latest: dict[str, float] = {}
+            for user, ts in chunk:
+                latest[user] = max(ts, latest.get(user, 0.0))
+            client.zadd(keys.last_seen(), latest, gt=True)
+
+    per_event_count = count // 10
+    single = [Event(u, ts) for u, ts in events[:per_event_count]]
+
+    def per_event() -> None:
+        for event in single:
+            services.record_events([event])
+
+    variants = (
+        ("service_batched", service, count),
+        ("zadd_gt_batched", zadd_gt, count),
+        ("per_event", per_event, per_event_count),
+    )
+    return harness.interleaved({name: (fn, n) for name, fn, n in variants}, rounds, before_each=lambda: _reset(client))
+
+
+def _contended_writer(mode: str, seed: int, updates: int, hot: int, batch: int, go, out) -> None:
+    import redis
+
+    from activity import services
+    from activity.events import Event
+    from activity.store import keys
+    from activity.store.client import get_client
+
+    client = get_client()
+    key = keys.last_seen()
+    rng = random.Random(seed)
+    latencies: list[float] = []
+    retries = 0
+    pending: list[Event] = []
+    client.ping()  # connect before the clock starts
+    go.wait()
+    for _ in range(updates):
+        user, ts = f"hot{rng.randrange(hot)}", round(rng.uniform(1.7e9, 1.8e9), 3)
+        started = time.perf_counter()
+        if mode == "script":
+            services.record_events([Event(user, ts)])
+        elif mode == "batched":
+            pending.append(Event(user, ts))
+            if len(pending) < batch:
+                continue
+            services.record_events(pending)
+            pending = []
+        else:
+            with client.pipeline() as pipe:
+                while True:
+                    try:
+                        pipe.watch(key)
+                        current = pipe.zscore(key, user)
+                        if current is None or ts > current:
+                            pipe.multi()
+                            pipe.zadd(key, {user: ts})
+                            pipe.zadd(keys.last_seen_dirty(), {user: ts}, nx=True)
+                            pipe.execute()
+                        else:
+                            pipe.unwatch()
+                        break
+                    except redis.WatchError:
+                        retries += 1
+        latencies.append(time.perf_counter() - started)
+    if pending:
+        services.record_events(pending)
+    out.put((latencies, retries))
+
+
+def contention(writers: int, updates: int, hot: int, batch: int, rounds: int) -> dict[str, dict[str, float]]:
+    """Each mode runs ``rounds`` times, interleaved with the others; the median round is kept."""
+    samples: dict[str, list[dict[str, float]]] = {}
+    for _ in range(rounds):
+        for mode in ("watch_multi", "script", "batched"):
+            samples.setdefault(mode, []).append(_contended_round(mode, writers, updates, hot, batch))
+    return {mode: sorted(runs, key=lambda run: run["updates_per_s"])[len(runs) // 2] for mode, runs in samples.items()}
+
+
+def _contended_round(mode: str, writers: int, updates: int, hot: int, batch: int) -> dict[str, float]:
+    from activity.store.client import get_client
+
+    ctx = multiprocessing.get_context("fork")
+    _reset(get_client())
+    queue, go = ctx.Queue(), ctx.Event()
+    processes = [
+        ctx.Process(target=_contended_writer, args=(mode, seed, updates, hot, batch, go, queue))
+        for seed in range(writers)
+    ]
+    for process in processes:
+        process.start()
+    time.sleep(0.5)  # let every writer fork and connect
+    started = time.perf_counter()
+    go.set()
+    gathered = [queue.get() for _ in processes]
+    elapsed = time.perf_counter() - started
+    for process in processes:
+        process.join()
+    latencies = [x for lat, _ in gathered for x in lat]
+    return {
+        "updates_per_s": writers * updates / elapsed,
+        "p50_ms": harness.percentile(latencies, 50) * 1000,
+        "p99_ms": harness.percentile(latencies, 99) * 1000,
+        "retries": sum(r for _, r in gathered),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=100_000, help="events per round")
+    parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--writers", type=int, default=16)
+    parser.add_argument("--updates", type=int, default=1000, help="updates per contended writer per round")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; medians are reported")
+    args = parser.parse_args()
+    server = harness.start()
+    try:
+        rates = single_client(args.events, args.users, args.batch, args.rounds)
+        contended = contention(args.writers, args.updates, hot=100, batch=100, rounds=args.rounds)
+    finally:
+        server.stop()
+    ratio_gt = rates["service_batched"] / rates["zadd_gt_batched"]
+    ratio_watch = contended["script"]["updates_per_s"] / contended["watch_multi"]["updates_per_s"]
+    ratio_watch_batched = contended["batched"]["updates_per_s"] / contended["watch_multi"]["updates_per_s"]
+    table = [
+        ["path", "updates/s", "ratio", "p50 ms", "p99 ms", "WATCH retries"],
+        [
+            "service, batched script (1 EVALSHA / 1,000 events)",
+            f"{rates['service_batched']:,.0f}",
+            f"{ratio_gt:.2f}x of ZADD GT",
+            "",
+            "",
+            "",
+        ],
+        ["raw batched ZADD GT (no change tracking)", f"{rates['zadd_gt_batched']:,.0f}", "1.00x", "", "", ""],
+        [
+            "script, one round trip per event",
+            f"{rates['per_event']:,.0f}",
+            f"{rates['per_event'] / rates['zadd_gt_batched']:.2f}x of ZADD GT",
+            "",
+            "",
+            "",
+        ],
+    ]
+    for mode, label in (
+        ("watch_multi", "WATCH/MULTI retry loop"),
+        ("script", "script, one round trip per event"),
+        ("batched", "service, batched (100 / call)"),
+    ):
+        row = contended[mode]
+        ratio = row["updates_per_s"] / contended["watch_multi"]["updates_per_s"]
+        table.append(
+            [
+                f"{args.writers} writers on 100 hot users: {label}",
+                f"{row['updates_per_s']:,.0f}",
+                f"{ratio:.2f}x of WATCH",
+                f"{row['p50_ms']:.2f}",
+                f"{row['p99_ms']:.2f}",
+                str(row["retries"]),
+            ]
+        )
+    notes = (
+        f"Medians of {args.rounds} interleaved rounds. Sizes: {args.events:,} events a round over "
+        f"{args.users:,} users in batches of {args.batch:,}; contention: {args.writers} processes x "
+        f"{args.updates:,} updates a round on 100 hot users. Command: `python -m bench.last_seen`."
+    )
+    harness.write(
+        "last_seen",
+        {
+            "args": vars(args),
+            "single_client": rates,
+            "contention": contended,
+            "ratios": {
+                "service_vs_zadd_gt": ratio_gt,
+                "script_vs_watch": ratio_watch,
+                "batched_vs_watch": ratio_watch_batched,
+            },
+        },
+        table,
+        notes,
+    )
+
+
+if __name__ == "__main__":
+    main()

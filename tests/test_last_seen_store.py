@@ -1,0 +1,105 @@
+"""Last seen never moves back, even under many processes writing shuffled timestamps at once."""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+
+import pytest
+
+from activity import services
+from activity.events import Event
+from activity.store import keys
+from activity.store import last_seen as store
+
+USERS = 1000
+EVENTS_PER_WRITER = 12_500
+WRITERS = 4  # 4 x 12,500 = 50,000 events
+
+
+def _events_for(seed: int) -> list[tuple[str, float]]:
+    rng = random.Random(seed)
+    return [
+        (f"u{rng.randrange(USERS)}", round(rng.uniform(1_700_000_000, 1_800_000_000), 3))
+        for _ in range(EVENTS_PER_WRITER)
+    ]
+
+
+def _writer(seed: int) -> None:
+    events = _events_for(seed)
+    for start in range(0, len(events), 250):
+        services.record_events([Event(user=u, ts=ts) for u, ts in events[start : start + 250]])
+
+
+def test_concurrent_shuffled_writers_leave_exact_maxima(redis_client):
+    seeds = list(range(WRITERS))
+    expected: dict[str, float] = {}
+    for seed in seeds:
+        for user, ts in _events_for(seed):
+            expected[user] = max(ts, expected.get(user, 0.0))
+    # Fork so the children inherit Django's settings (and this run's private Redis and prefix).
+    ctx = multiprocessing.get_context("fork")
+    processes = [ctx.Process(target=_writer, args=(seed,)) for seed in seeds]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(120)
+        assert process.exitcode == 0
+    stored = dict(redis_client.zrange(keys.last_seen(), 0, -1, withscores=True))
+    assert stored == expected
+    # Every changed user is marked for the database flush.
+    assert redis_client.zcard(keys.last_seen_dirty()) == len(expected)
+
+
+def test_older_event_is_ignored_and_counted_as_unchanged(redis_client):
+    assert store.update(redis_client, {"a": 200.0, "b": 100.0}, now=1.0) == 2
+    assert store.update(redis_client, {"a": 150.0, "b": 100.0}, now=2.0) == 0
+    assert store.update(redis_client, {"a": 250.0}, now=3.0) == 1
+    assert store.get_many(redis_client, ["a", "b", "c"]) == {"a": 250.0, "b": 100.0, "c": None}
+    # The dirty mark keeps the time of the first unflushed change.
+    assert redis_client.zscore(keys.last_seen_dirty(), "a") == 1.0
+
+
+def test_duplicates_in_one_batch_keep_the_largest(redis_client):
+    result = services.record_events([Event("x", 30.0), Event("x", 50.0), Event("x", 40.0)])
+    assert (result.accepted, result.last_seen_updated) == (3, 1)
+    assert store.get(redis_client, "x") == 50.0
+
+
+def test_script_rejects_a_bad_call_without_writing(redis_client):
+    import redis
+
+    with pytest.raises(redis.ResponseError, match="not a number"):
+        store.ZADD_UNLESS_SMALLER(
+            redis_client, [keys.last_seen(), keys.last_seen_dirty()], ["1", "5", "ok", "x", "bad"]
+        )
+    assert redis_client.exists(keys.last_seen()) == 0
+
+
+def test_duplicates_in_one_script_call_never_write_a_smaller_score(redis_client):
+    store.update(redis_client, {"m": 10.0}, now=1.0)
+    args = ["1", "5", "m", "30", "m", "20", "m", "7", "n", "9", "n"]
+    moved = store.ZADD_UNLESS_SMALLER(redis_client, [keys.last_seen(), keys.last_seen_dirty()], args)
+    assert moved == 2  # m (10 -> 30) and n (new), each counted once
+    assert store.get_many(redis_client, ["m", "n"]) == {"m": 30.0, "n": 9.0}
+
+
+def test_large_calls_span_several_chunks(redis_client):
+    scores = {f"c{i}": float(i) for i in range(2500)}
+    assert store.update(redis_client, scores, now=1.0) == 2500
+    assert (
+        store.update(
+            redis_client, {k: v + 0.5 if i % 2 else v - 0.5 for i, (k, v) in enumerate(scores.items())}, now=1.0
+        )
+        == 1250
+    )
+
+
+def test_a_bad_score_in_a_later_chunk_writes_nothing(redis_client):
+    args = ["1"]
+    for i in range(1500):
+        args += [str(i), f"m{i}"]
+    args += ["oops", "m-last"]
+    with pytest.raises(Exception, match="not a number"):
+        store.ZADD_UNLESS_SMALLER(redis_client, [keys.last_seen(), keys.last_seen_dirty()], args)
+    assert redis_client.exists(keys.last_seen(), keys.last_seen_dirty()) == 0

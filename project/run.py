@@ -30,7 +30,7 @@ def main() -> int:
     subprocess.run([python, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True)
     host, port = env.get("HOST", "127.0.0.1"), env.get("PORT", "8000")
     commands = {
-        "web": [python, "manage.py", "runserver", f"{host}:{port}", "--noreload"],
+        "web": [python, "manage.py", "runserver", f"{host}:{port}", "--noreload", "--insecure"],
         "worker": [python, "-m", "celery", "-A", "project", "worker", "-l", "info", "--concurrency", "2"],
         "beat": [
             python,

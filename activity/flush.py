@@ -106,6 +106,7 @@ def upsert_last_seen(rows: Sequence[tuple[str, float]]) -> None:
 def _test_pause(batch: int) -> None:
     """Test-only: sleep after claiming the configured batch so a test can SIGKILL the worker there."""
     if batch == conf.settings.TEST_PAUSE_AFTER_CLAIM:
+        log.warning("test pause after claiming batch %d", batch)
         time.sleep(3600)
 
 

@@ -154,10 +154,13 @@ def test_beat_entries_expire_after_their_interval_and_jobs_end_before_their_lock
         assert task.soft_time_limit < task.time_limit < jobs.lock_ttl()
 
 
-def test_a_busy_job_is_skipped(redis_client):
+def test_a_busy_job_is_skipped_and_the_lock_is_released_after(redis_client):
     with jobs.exclusive("flush") as first:
         assert first is True
-        assert maintenance.flush.run() == {"job": "flush", "ran": False}
+        assert 0 < redis_client.pttl(keys.lock("job:flush")) <= jobs.lock_ttl() * 1000
+        with jobs.exclusive("flush") as second:
+            assert second is False
+        assert redis_client.exists(keys.lock("job:flush")) == 1  # the skipped run released nothing
     assert redis_client.exists(keys.lock("job:flush")) == 0
 
 

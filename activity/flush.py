@@ -21,7 +21,6 @@ from django.db import connection, transaction
 from activity import clock, conf, jobs
 from activity.models import UserActivity
 from activity.store import flush as flush_store
-from activity.store import keys
 from activity.store.client import get_client
 
 log = logging.getLogger(__name__)
@@ -172,22 +171,12 @@ def sweep(count: int = 200) -> SweepResult:
     Only keys under ``ACTIVITY_KEY_PREFIX`` are looked at; the documented long-lived keys are left
     alone. Each repaired key is logged by name, so a stray is easy to trace to its writer.
     """
-    client = get_client()
-    default = conf.settings.SWEEP_DEFAULT_TTL
     scanned = long_lived = repaired = deleted = 0
-    for page in flush_store.scan_own_keys(client, count):
-        scanned += len(page)
-        fixes: dict[str, int] = {}
-        for key, pttl in page:
-            ttl = keys.stray_ttl(key, default)
-            if ttl is None:
-                long_lived += 1
-            elif pttl == -1:
-                fixes[key] = ttl * 1000
-        fixed = flush_store.expire_if_persistent(client, fixes)
-        if fixed:
-            log.warning("sweep: %d keys had no TTL, e.g. %s", len(fixed), sorted(fixed)[:5])
-        gone = sum(1 for key in fixed if fixes[key] == 0)
-        deleted += gone
-        repaired += len(fixed) - gone
+    for step in flush_store.sweep(get_client(), count, conf.settings.SWEEP_DEFAULT_TTL):
+        scanned += step.scanned
+        long_lived += step.long_lived
+        repaired += len(step.repaired)
+        deleted += len(step.deleted)
+        if step.repaired or step.deleted:
+            log.warning("sweep: keys without a TTL: repaired %s, deleted %s", step.repaired[:5], step.deleted[:5])
     return SweepResult(scanned=scanned, long_lived=long_lived, repaired=repaired, deleted=deleted)

@@ -80,31 +80,39 @@ def backlog(client: redis.Redis) -> Backlog:
     return Backlog(dirty=dirty, claimed=claimed, oldest=min(scores) if scores else None)
 
 
-def scan_own_keys(client: redis.Redis, count: int) -> Iterator[list[tuple[str, int]]]:
-    """Pages of (key, PTTL) for keys under the prefix, one SCAN step plus one PTTL pipeline each."""
+@dataclass(frozen=True, slots=True)
+class SweepStep:
+    scanned: int
+    long_lived: int
+    repaired: list[str]
+    deleted: list[str]
+
+
+def sweep(client: redis.Redis, count: int, default_ttl: int) -> Iterator[SweepStep]:
+    """SCAN the prefix ``count`` keys per step; each step repairs the keys it found without a TTL.
+
+    Two round trips per step: the SCAN, then one pipeline of ``expire_if_persistent`` calls (the
+    script checks the TTL itself, atomically, one key per call so Cluster slots do not matter).
+    Keys outside the prefix are never touched, even if the MATCH pattern let one through.
+    """
     prefix = keys.prefix()
     cursor = 0
     while True:
         cursor, found = client.scan(cursor, match=keys.sweep_pattern(), count=count)
         own = [key for key in found if key.startswith(prefix)]
-        if own:
-            pipe = client.pipeline(transaction=False)
-            for key in own:
-                pipe.pttl(key)
-            yield list(zip(own, pipe.execute(), strict=True))
+        ttls = {key: keys.stray_ttl(key, default_ttl) for key in own}
+        fixes = {key: ttl * 1000 for key, ttl in ttls.items() if ttl is not None}
+        fixed: list[str] = []
+        if fixes:
+            pipe = Pipeline(client)
+            for key, ttl_ms in fixes.items():
+                pipe.script(EXPIRE_IF_PERSISTENT, [key], [ttl_ms])
+            fixed = [key for key, done in zip(fixes, pipe.execute(), strict=True) if done == 1]
+        yield SweepStep(
+            scanned=len(own),
+            long_lived=len(own) - len(fixes),
+            repaired=[key for key in fixed if fixes[key] > 0],
+            deleted=[key for key in fixed if fixes[key] == 0],
+        )
         if cursor == 0:
             return
-
-
-def expire_if_persistent(client: redis.Redis, ttls_ms: dict[str, int]) -> list[str]:
-    """Give each key its TTL (0: delete it) if it still has none; returns the keys changed.
-
-    One pipelined round trip; each key is its own script call, so keys in different Cluster slots
-    are fine.
-    """
-    if not ttls_ms:
-        return []
-    pipe = Pipeline(client)
-    for key, ttl_ms in ttls_ms.items():
-        pipe.script(EXPIRE_IF_PERSISTENT, [key], [ttl_ms])
-    return [key for key, done in zip(ttls_ms, pipe.execute(), strict=True) if done == 1]

@@ -54,10 +54,15 @@ def test_upsert_keeps_the_greater_last_seen_and_fills_the_account(now):
 
 @pytest.mark.django_db
 def test_flush_is_one_upsert_and_one_lookup_per_batch(redis_client, now):
+    flush.flush()  # on nothing: loads the scripts, so their first NOSCRIPT retries are not counted below
+    flush_store.ack(redis_client, "0", ["nobody"])
     last_seen_store.update(redis_client, {str(i): T0 + i / 1000 for i in range(250)}, now.t)
+    before = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
     with CaptureQueriesContext(connection) as queries:
         result = flush.flush(batch_size=100)
     assert (result.flushed, result.batches, result.remaining) == (250, 3, 0)
+    # One reap, then a claim and an ack per batch, and the final empty claim: never a call per user.
+    assert redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - before == 1 + 3 * 2 + 1
     writes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
     lookups = [q["sql"] for q in queries.captured_queries if "auth_user" in q["sql"]]
     assert len(writes) == 3 and len(lookups) == 3

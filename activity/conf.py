@@ -29,6 +29,15 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_TRACK_MAX_STATUS": 399,
     "ACTIVITY_TRACK_EXCLUDE_PATHS": ("/static/", "/media/", "/healthz", "/favicon.ico"),
     "ACTIVITY_MAX_PAGE_SIZE": 500,
+    # Scheduled jobs (tasks/maintenance.py, beat schedule in tasks/schedule.py).
+    "ACTIVITY_FLUSH_BATCH": 2000,
+    "ACTIVITY_JOB_LOCK_TTL": 60,
+    "ACTIVITY_LAST_SEEN_RETENTION": 90 * 86400,
+    "ACTIVITY_PRUNE_INTERVAL": 3600,
+    "ACTIVITY_SWEEP_INTERVAL": 3600,
+    "ACTIVITY_SWEEP_DEFAULT_TTL": 86400,
+    # Test-only: a flush sleeps after claiming its N-th batch (0: never), so a test can SIGKILL it there.
+    "ACTIVITY_TEST_PAUSE_AFTER_CLAIM": 0,
 }
 
 _TUPLES = {"ACTIVITY_TRACK_METHODS", "ACTIVITY_TRACK_EXCLUDE_PATHS"}

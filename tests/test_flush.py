@@ -1,0 +1,188 @@
+"""The flush, prune and sweep services against the real Redis and database (no worker here)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core import mail
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from activity import clock, flush, jobs
+from activity.models import UserActivity
+from activity.store import flush as flush_store
+from activity.store import keys
+from activity.store import last_seen as last_seen_store
+from tasks import maintenance, reengagement
+from tasks.schedule import beat_schedule
+
+T0 = 1_790_000_000.0
+
+
+@pytest.fixture
+def now(monkeypatch):
+    """A movable clock: ``now.t`` is what ``clock.now()`` answers."""
+
+    class Now:
+        t = T0 + 1000
+
+    monkeypatch.setattr(clock, "now", lambda: Now.t)
+    return Now
+
+
+def db_last_seen() -> dict[str, float]:
+    return {row.user_id: row.last_seen.timestamp() for row in UserActivity.objects.all()}
+
+
+def seen(redis_client, user: str) -> float:
+    return redis_client.zscore(keys.last_seen(), user)
+
+
+@pytest.mark.django_db
+def test_upsert_keeps_the_greater_last_seen_and_fills_the_account(now):
+    account = get_user_model().objects.create_user("alice")
+    flush.upsert_last_seen([("x", T0 + 10), (str(account.pk), T0 + 5)])
+    flush.upsert_last_seen([("x", T0 + 3), (str(account.pk), T0 + 7), ("new", T0)])
+    rows = {row.user_id: row for row in UserActivity.objects.all()}
+    assert rows["x"].last_seen.timestamp() == T0 + 10  # an older value never wins
+    assert rows[str(account.pk)].last_seen.timestamp() == T0 + 7
+    assert rows[str(account.pk)].account_id == account.pk
+    assert rows["x"].account_id is None and rows["new"].first_seen.timestamp() == T0
+
+
+@pytest.mark.django_db
+def test_flush_is_one_upsert_and_one_lookup_per_batch(redis_client, now):
+    flush.flush()  # on nothing: loads the scripts, so their first NOSCRIPT retries are not counted below
+    flush_store.ack(redis_client, "0", ["nobody"])
+    last_seen_store.update(redis_client, {str(i): T0 + i / 1000 for i in range(250)}, now.t)
+    before = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    with CaptureQueriesContext(connection) as queries:
+        result = flush.flush(batch_size=100)
+    assert (result.flushed, result.batches, result.remaining) == (250, 3, 0)
+    # One reap, then a claim and an ack per batch, and the final empty claim: never a call per user.
+    assert redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - before == 1 + 3 * 2 + 1
+    writes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    lookups = [q["sql"] for q in queries.captured_queries if "auth_user" in q["sql"]]
+    assert len(writes) == 3 and len(lookups) == 3
+    assert db_last_seen() == {str(i): pytest.approx(T0 + i / 1000, abs=1e-6) for i in range(250)}
+    assert redis_client.zcard(keys.last_seen_dirty()) == redis_client.zcard(keys.last_seen_claimed()) == 0
+
+
+@pytest.mark.django_db
+def test_update_during_a_flush_is_flushed_by_the_next_batch(redis_client, now):
+    last_seen_store.update(redis_client, {"a": T0, "b": T0}, now.t)
+    claim_time, rows = flush_store.claim(redis_client, now.t, 10)
+    assert sorted(rows) == [("a", T0), ("b", T0)]
+    last_seen_store.update(redis_client, {"a": T0 + 50}, now.t)  # lands between claim and commit
+    flush.upsert_last_seen(rows)
+    assert flush_store.ack(redis_client, claim_time, ["a", "b"]) == 2
+    assert redis_client.zrange(keys.last_seen_dirty(), 0, -1) == ["a"]
+    flush.flush()
+    assert db_last_seen() == {"a": T0 + 50, "b": T0}
+
+
+@pytest.mark.django_db
+def test_reaper_returns_dead_claims_and_a_late_ack_keeps_a_newer_claim(redis_client, now):
+    last_seen_store.update(redis_client, {"a": T0, "b": T0}, now.t)
+    dead_time, _ = flush_store.claim(redis_client, now.t, 10)  # its worker "dies" here
+    now.t += jobs.lock_ttl() - 1
+    assert flush.reap_stale_claims() == 0  # the holder may still be alive: keep its claim
+    now.t += 2
+    assert flush.reap_stale_claims() == 2
+    new_time, rows = flush_store.claim(redis_client, now.t, 10)
+    assert len(rows) == 2
+    assert flush_store.ack(redis_client, dead_time, ["a", "b"]) == 0  # the slow old run wakes up
+    assert redis_client.zcard(keys.last_seen_claimed()) == 2
+    assert flush_store.ack(redis_client, new_time, ["a", "b"]) == 2
+
+
+@pytest.mark.django_db
+def test_status_reports_backlog_and_lag_and_healthz_stays_200(client, redis_client, now):
+    assert flush.status().as_dict() == {"backlog": 0, "claimed": 0, "lag": 0.0}
+    last_seen_store.update(redis_client, {"a": T0, "b": T0}, now.t)
+    flush_store.claim(redis_client, now.t + 5, 1)
+    now.t += 3600
+    assert flush.status().as_dict() == {"backlog": 2, "claimed": 1, "lag": 3600.0}
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"redis": "ok", "database": "ok", "flush": {"backlog": 2, "claimed": 1, "lag": 3600.0}}
+
+
+@pytest.mark.django_db
+def test_prune_never_removes_an_unflushed_member(redis_client, now):
+    old = {f"old{i}": T0 for i in range(30)}
+    last_seen_store.update(redis_client, old, now.t)
+    flush.flush(batch_size=7)
+    last_seen_store.update(redis_client, {"dirty1": T0, "dirty2": T0, "claimed": T0 - 5, "young": now.t}, now.t)
+    flush_store.claim(redis_client, now.t, 1)  # equal change times: claims "claimed", first by name
+    assert redis_client.zscore(keys.last_seen_claimed(), "claimed") is not None
+    removed, kept = flush.prune(retention=100, step=4)
+    assert (removed, kept) == (30, 3)
+    assert sorted(redis_client.zrange(keys.last_seen(), 0, -1)) == ["claimed", "dirty1", "dirty2", "young"]
+    assert len(db_last_seen()) == 30  # the database keeps what Redis forgot
+
+
+def test_sweep_repairs_strays_in_small_steps_and_never_touches_other_keys(redis_client, now):
+    prefix = keys.prefix()
+    outside = [f"{prefix[:-1]}X:stray", "someone-else:key", "_kombu.binding.test"]
+    for key in outside:
+        redis_client.set(key, "1")
+    for i in range(600):
+        redis_client.set(f"{prefix}stray:{i}", "1")  # unknown family: gets the default TTL
+    redis_client.set(keys.lock("job:orphan"), "token")  # a lock without TTL: deleted
+    redis_client.set(f"{prefix}cache:1:x", "1", ex=50)  # has a TTL: untouched
+    last_seen_store.update(redis_client, {"a": T0}, now.t)  # long-lived keys: untouched
+    before = redis_client.info("commandstats").get("cmdstat_scan", {}).get("calls", 0)
+    result = flush.sweep(count=200)
+    scans = redis_client.info("commandstats")["cmdstat_scan"]["calls"] - before
+    try:
+        assert result == flush.SweepResult(scanned=604, long_lived=2, repaired=600, deleted=1)
+        assert scans >= 3  # 604 keys at COUNT 200: several small steps, never one big KEYS
+        assert 0 < redis_client.ttl(f"{prefix}stray:7") <= 86400
+        assert not redis_client.exists(keys.lock("job:orphan"))
+        assert 0 < redis_client.ttl(f"{prefix}cache:1:x") <= 50
+        assert redis_client.ttl(keys.last_seen()) == -1 and redis_client.ttl(keys.last_seen_dirty()) == -1
+        assert all(redis_client.ttl(key) == -1 for key in outside)
+        assert flush.sweep().repaired == 0  # nothing left to do
+    finally:
+        redis_client.delete(*outside)
+
+
+def test_beat_entries_expire_after_their_interval_and_jobs_end_before_their_lock():
+    schedule = beat_schedule()
+    assert {entry["task"] for entry in schedule.values()} >= {"activity.flush", "activity.prune", "activity.sweep"}
+    for entry in schedule.values():
+        assert entry["options"]["expires"] == entry["schedule"]
+    for task in (maintenance.flush, maintenance.prune, maintenance.sweep):
+        assert task.soft_time_limit < task.time_limit < jobs.lock_ttl()
+
+
+def test_a_busy_job_is_skipped_and_the_lock_is_released_after(redis_client):
+    with jobs.exclusive("flush") as first:
+        assert first is True
+        assert 0 < redis_client.pttl(keys.lock("job:flush")) <= jobs.lock_ttl() * 1000
+        with jobs.exclusive("flush") as second:
+            assert second is False
+        assert redis_client.exists(keys.lock("job:flush")) == 1  # the skipped run released nothing
+    assert redis_client.exists(keys.lock("job:flush")) == 0
+
+
+@pytest.mark.django_db
+def test_example_job_mails_each_dormant_user_once(redis_client, now):
+    users = get_user_model().objects
+    away = users.create_user("away", email="away@example.com")
+    back = users.create_user("back", email="back@example.com")
+    longer = users.create_user("longer", email="longer@example.com")
+    day = 86400
+    last_seen_store.update(
+        redis_client, {str(away.pk): now.t - 30.5 * day, str(back.pk): now.t - 30.2 * day}, now.t - 31 * day
+    )
+    last_seen_store.update(redis_client, {str(longer.pk): now.t - 40 * day, "anon": now.t - 30.1 * day}, now.t)
+    flush.flush()
+    last_seen_store.update(redis_client, {str(back.pk): now.t - 60}, now.t)  # back, not yet flushed
+    result = reengagement.mail_dormant.run(days=30, page_size=1)
+    assert result == {"job": "mail-dormant", "ran": True, "sent": 1}
+    assert [message.to for message in mail.outbox] == [["away@example.com"]]
+    assert UserActivity.objects.get(user_id=str(away.pk)).last_seen < dt.datetime.now(dt.UTC)

@@ -1,0 +1,214 @@
+"""Real Celery workers (and beat) flushing to the test database: kills lose nothing, nothing goes back.
+
+The workers are subprocesses on this run's private Redis and queue, pointed at the SQLite test
+database file; they are killed with SIGKILL (the whole process group: main process and pool child).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from activity import services
+from activity.events import Event
+from activity.models import UserActivity
+from activity.store import keys
+from tasks import maintenance
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCK_TTL = 5  # seconds: short, so the runs after a kill can start soon
+BATCH = 2000
+
+pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
+
+
+class Proc:
+    """A Celery subprocess in its own process group, so SIGKILL takes its pool children too."""
+
+    def __init__(self, name: str, args: list[str], tmp_path: Path, **env: str) -> None:
+        environment = dict(os.environ)
+        environment.update(
+            DATABASE_URL=f"sqlite:///{connection.settings_dict['NAME']}",
+            ACTIVITY_JOB_LOCK_TTL=str(LOCK_TTL),
+            ACTIVITY_FLUSH_BATCH=str(BATCH),
+        )
+        environment.update(env)
+        self.log = tmp_path / f"{name}.log"
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "project", *args],
+                cwd=ROOT,
+                env=environment,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+
+def worker(name: str, tmp_path: Path, **env: str) -> Proc:
+    queue = settings.CELERY_TASK_DEFAULT_QUEUE
+    args = ["worker", "--pool=prefork", "-c", "1", "-Q", queue, "-n", f"{name}@%h", "-l", "info", "--without-gossip"]
+    return Proc(name, [*args, "--without-mingle", "--without-heartbeat"], tmp_path, **env)
+
+
+def beat(name: str, tmp_path: Path, **env: str) -> Proc:
+    return Proc(name, ["beat", "-l", "info", "-s", str(tmp_path / f"{name}-schedule")], tmp_path, **env)
+
+
+def wait_for(condition, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def record(users: int, updates: int, rng: random.Random, base: float, everyone: bool = False) -> None:
+    """``updates`` last-seen events, out of order, through the service (``everyone``: each user once first)."""
+    ids = [str(i) for i in range(users)] if everyone else []
+    ids += [str(rng.randrange(users)) for _ in range(updates - len(ids))]
+    for start in range(0, updates, 1000):
+        services.record_events([Event(user=user, ts=base + rng.uniform(0, 3600)) for user in ids[start : start + 1000]])
+
+
+def db_snapshot() -> dict[str, float]:
+    return {user: ts.timestamp() for user, ts in UserActivity.objects.values_list("user_id", "last_seen")}
+
+
+def assert_not_back(before: dict[str, float], after: dict[str, float]) -> None:
+    went_back = [user for user, ts in before.items() if after.get(user, -1) < ts]
+    assert not went_back, f"{len(went_back)} users went back in the database, e.g. {went_back[:5]}"
+
+
+def drain(redis_client, timeout: float = 40.0) -> None:
+    """Send flush runs until nothing waits (stale claims are reaped once older than the lock TTL)."""
+    deadline = time.monotonic() + timeout
+    while redis_client.zcard(keys.last_seen_dirty()) + redis_client.zcard(keys.last_seen_claimed()):
+        assert time.monotonic() < deadline, "the backlog did not drain"
+        maintenance.flush.delay().get(timeout=30)
+        time.sleep(0.3)
+
+
+def assert_db_equals_redis(redis_client, users: int) -> None:
+    scores = dict(redis_client.zrange(keys.last_seen(), 0, -1, withscores=True))
+    assert len(scores) == users
+    db = db_snapshot()
+    mismatched = [user for user, ts in scores.items() if abs(db.get(user, -1) - ts) > 1e-6]
+    assert not mismatched, f"{len(mismatched)} users differ, e.g. {[(u, scores[u], db.get(u)) for u in mismatched[:3]]}"
+
+
+def wait_lock_free(redis_client) -> None:
+    wait_for(lambda: not redis_client.exists(keys.lock("job:flush")), LOCK_TTL + 5, "the dead run's lock to expire")
+
+
+def kill_paused(redis_client, proc: Proc, batch: int, rng, base: float, users: int) -> None:
+    """Wait for the run to pause after its claim, change some users under it, then SIGKILL the worker."""
+    wait_for(lambda: f"test pause after claiming batch {batch}" in proc.log.read_text(), 30, "the pause")
+    record(users, 10_000, rng, base + 1800)  # lands on claimed members too: they go back to dirty
+    proc.kill()
+    assert redis_client.zcard(keys.last_seen_claimed()) >= BATCH  # its claim was never acknowledged
+    assert redis_client.pttl(keys.lock("job:flush")) > 0  # killed holding its lock
+
+
+def test_sigkill_at_three_points_loses_nothing(redis_client, tmp_path):
+    users, rng, base = 20_000, random.Random(5), time.time() - 7200
+    record(users, 60_000, rng, base, everyone=True)
+    snapshots = [db_snapshot()]
+    procs: list[Proc] = []
+    try:
+        # 1: killed right after its first claim, before any database write.
+        procs.append(worker("first", tmp_path, ACTIVITY_TEST_PAUSE_AFTER_CLAIM="1"))
+        maintenance.flush.delay()
+        kill_paused(redis_client, procs[-1], 1, rng, base, users)
+        assert UserActivity.objects.count() == 0
+        snapshots.append(db_snapshot())
+
+        # 2: killed after two committed batches, holding its third claim (and the first run's claim).
+        procs.append(worker("second", tmp_path, ACTIVITY_TEST_PAUSE_AFTER_CLAIM="3"))
+        wait_lock_free(redis_client)
+        maintenance.flush.delay()
+        kill_paused(redis_client, procs[-1], 3, rng, base, users)
+        assert UserActivity.objects.count() == 2 * BATCH
+        snapshots.append(db_snapshot())
+
+        # 3: no pause; killed wherever it is once it has made progress (mid-write, before its ack...).
+        procs.append(worker("third", tmp_path))
+        wait_lock_free(redis_client)
+        maintenance.flush.delay()
+        wait_for(lambda: UserActivity.objects.count() > 2 * BATCH, 30, "the third run to write")
+        procs[-1].kill()
+        snapshots.append(db_snapshot())
+        record(users, 10_000, rng, base + 2400)
+
+        procs.append(worker("fourth", tmp_path))
+        drain(redis_client)
+        snapshots.append(db_snapshot())
+    finally:
+        for proc in procs:
+            proc.kill()
+    for before, after in itertools.pairwise(snapshots):
+        assert_not_back(before, after)
+    assert_db_equals_redis(redis_client, users)
+
+
+def task_results(redis_client) -> list[dict]:
+    """Every finished job run this test's workers stored in the result backend."""
+    results = []
+    for key in redis_client.scan_iter(match="celery-task-meta-*", count=500):
+        meta = json.loads(redis_client.get(key))
+        if isinstance(meta.get("result"), dict) and "job" in meta["result"]:
+            results.append(meta["result"])
+    return results
+
+
+def test_two_workers_and_two_beats_never_overlap_and_never_go_back(redis_client, tmp_path):
+    users, rng, base = 5_000, random.Random(7), time.time() - 7200
+    # Small batches make each flush run long enough (many transactions) for the beats' ticks to collide.
+    schedule = {"ACTIVITY_FLUSH_INTERVAL": "1", "ACTIVITY_PRUNE_INTERVAL": "1", "ACTIVITY_SWEEP_INTERVAL": "1"}
+    schedule["ACTIVITY_FLUSH_BATCH"] = "10"
+    procs = [worker(name, tmp_path, **schedule) for name in ("w1", "w2")]
+    procs += [beat(name, tmp_path, **schedule) for name in ("beat1", "beat2")]
+    snapshots = []
+    try:
+        record(users, users, rng, base, everyone=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            record(users, 2000, rng, base + (deadline - time.monotonic()) * 100)
+            snapshots.append(db_snapshot())
+            time.sleep(0.2)
+        drain(redis_client)
+        snapshots.append(db_snapshot())
+    finally:
+        for proc in procs:
+            proc.kill()
+    for before, after in itertools.pairwise(snapshots):
+        assert_not_back(before, after)
+    assert_db_equals_redis(redis_client, users)
+
+    runs = [r for r in task_results(redis_client) if r["worker"].split("@")[0] in {"w1", "w2"}]
+    for job in ("flush", "prune", "sweep"):
+        ran = sorted((r for r in runs if r["job"] == job and r["ran"]), key=lambda r: r["started"])
+        assert len(ran) >= 3, f"{job} ran only {len(ran)} times"
+        for earlier, later in itertools.pairwise(ran):
+            assert later["started"] >= earlier["finished"], f"two {job} runs overlapped: {earlier} {later}"
+    flush_workers = {r["worker"].split("@")[0] for r in runs if r["job"] == "flush" and r["ran"]}
+    assert flush_workers >= {"w1", "w2"}, flush_workers
+    assert any(not r["ran"] for r in runs), "no run ever found its job busy: the test had no contention"

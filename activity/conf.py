@@ -37,7 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_VISITOR_COOKIE_AGE": 365 * 86400,
     "ACTIVITY_VISITOR_COOKIE_SECURE": True,
     # "First visit ever" hashes: 2**bits partitions (fixed once ids are stored; see the README).
-    "ACTIVITY_VISITOR_PARTITION_BITS": 14,
+    "ACTIVITY_VISITOR_PARTITION_BITS": 17,
     # Integer user ids up to this are counted exactly in per-day bitmaps (max_id / 8 bytes a day).
     "ACTIVITY_ACTIVE_BITMAP_MAX_ID": 2**26,
     # Seconds a week/month union (BITOP OR, PFMERGE) is reused before being rebuilt.

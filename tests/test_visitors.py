@@ -9,6 +9,7 @@ import threading
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+import redis
 from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -334,3 +335,25 @@ def test_stats_is_one_round_trip(at, redis_client, round_trips):
         "cmdstat_pexpire": 3,
     }
     assert (figures.online, figures.active_week, figures.active_month) == (2, 2, 2)
+
+
+def test_first_visit_survives_a_script_flush_in_the_request_pipeline(at, redis_client):
+    redis_client.script_flush()
+    visitor = secrets.token_hex(16)
+    assert visit(visitor) == 1
+    redis_client.script_flush()
+    assert visit(visitor) == 0
+    assert audience.stats().new_visitors_day == 1
+
+
+def test_scripts_check_their_arguments_and_change_nothing(redis_client):
+    counter, seen = keys.new_visitors(0, "20261123"), keys.visitor_seen(0, 0)
+    with pytest.raises(redis.ResponseError, match="first_visit"):
+        store.FIRST_VISIT(redis_client, [counter, seen], [20415, 60])
+    with pytest.raises(redis.ResponseError, match="ttl"):
+        store.FIRST_VISIT(redis_client, [counter, seen], [20415, 0, b"x" * 16])
+    with pytest.raises(redis.ResponseError, match="harvest_counter"):
+        store.HARVEST_COUNTER(redis_client, [counter], [60])
+    with pytest.raises(redis.ResponseError, match="kind"):
+        store.UNION_COUNT(redis_client, [keys.active_bits("x"), keys.active_bits("y")], ["sum", 1000])
+    assert redis_client.exists(counter, seen) == 0

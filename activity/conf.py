@@ -38,6 +38,19 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_SWEEP_DEFAULT_TTL": 86400,
     # Test-only: a flush sleeps after claiming its N-th batch (0: never), so a test can SIGKILL it there.
     "ACTIVITY_TEST_PAUSE_AFTER_CLAIM": 0,
+    # Anonymous visitors: a random first-party id cookie, unless consent says no.
+    "ACTIVITY_VISITOR_COOKIES": True,
+    # Dotted path to a callable(request) -> bool; False means no visitor cookie for that request.
+    "ACTIVITY_VISITOR_CONSENT": "",
+    "ACTIVITY_VISITOR_COOKIE_NAME": "act_vid",
+    "ACTIVITY_VISITOR_COOKIE_AGE": 365 * 86400,
+    "ACTIVITY_VISITOR_COOKIE_SECURE": True,
+    # "First visit ever" hashes: 2**bits partitions (fixed once ids are stored; see the README).
+    "ACTIVITY_VISITOR_PARTITION_BITS": 17,
+    # Integer user ids up to this are counted exactly in per-day bitmaps (max_id / 8 bytes a day).
+    "ACTIVITY_ACTIVE_BITMAP_MAX_ID": 2**26,
+    # Seconds a week/month union (BITOP OR, PFMERGE) is reused before being rebuilt.
+    "ACTIVITY_STATS_CACHE_TTL": 10,
 }
 
 _TUPLES = {"ACTIVITY_TRACK_METHODS", "ACTIVITY_TRACK_EXCLUDE_PATHS"}
@@ -47,6 +60,8 @@ def get(name: str) -> Any:
     """Return setting ``name``, coerced to the type of its default."""
     default = DEFAULTS[name]
     value = getattr(django_settings, name, default)
+    if isinstance(default, bool) and isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "on"}
     if name in _TUPLES:
         if isinstance(value, str):
             return tuple(item.strip() for item in value.split(",") if item.strip())

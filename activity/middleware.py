@@ -1,4 +1,8 @@
-"""Tracking middleware: records the authenticated user's last seen, in one Redis round trip.
+"""Tracking middleware: records the signed-in user's last seen, or an anonymous visit, in one round trip.
+
+Anonymous browsers get a random first-party visitor id cookie (128 bits from ``secrets``; never
+derived from the IP), unless ``ACTIVITY_VISITOR_COOKIES`` is off or the ``ACTIVITY_VISITOR_CONSENT``
+callable says no for the request. Anonymous visitors count as visitors, never as users.
 
 It fails open: when Redis is unreachable the page is still served, the failure is logged and
 counted, and tracking pauses for ``ACTIVITY_FAIL_OPEN_BACKOFF`` seconds so a dead Redis does not
@@ -7,12 +11,16 @@ add a connect timeout to every request.
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
+import secrets
 import threading
 import time
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
+from django.utils.module_loading import import_string
 
 from activity import clock, conf, services
 from activity.events import Event, InvalidValue, clean_user
@@ -54,21 +62,65 @@ class FailOpen:
 fail_open = FailOpen()
 
 
+def is_tracked(request: HttpRequest, response: HttpResponse) -> bool:
+    """Whether this request/response pair counts as activity (method, status and path filters)."""
+    if request.method not in conf.settings.TRACK_METHODS:
+        return False
+    if not conf.settings.TRACK_MIN_STATUS <= response.status_code <= conf.settings.TRACK_MAX_STATUS:
+        return False
+    return not request.path.startswith(conf.settings.TRACK_EXCLUDE_PATHS)
+
+
 def tracked_user(request: HttpRequest, response: HttpResponse) -> str | None:
     """The user id to record for this request, or None when the request is not tracked."""
     user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
-        return None
-    if request.method not in conf.settings.TRACK_METHODS:
-        return None
-    if not conf.settings.TRACK_MIN_STATUS <= response.status_code <= conf.settings.TRACK_MAX_STATUS:
-        return None
-    if request.path.startswith(conf.settings.TRACK_EXCLUDE_PATHS):
+    if user is None or not user.is_authenticated or not is_tracked(request, response):
         return None
     try:
         return clean_user(user.pk)
     except InvalidValue:
         return None
+
+
+VISITOR_ID_RE = re.compile(r"[0-9a-f]{32}")
+
+
+@functools.cache
+def _consent_callable(path: str) -> Callable[[HttpRequest], bool]:
+    return import_string(path)
+
+
+def visitor_cookies_allowed(request: HttpRequest) -> bool:
+    """The consent switch: the setting, then the site's callable (if configured) for this request."""
+    if not conf.settings.VISITOR_COOKIES:
+        return False
+    path = conf.settings.VISITOR_CONSENT
+    return not path or bool(_consent_callable(path)(request))
+
+
+def tracked_visitor(request: HttpRequest, response: HttpResponse) -> str | None:
+    """An anonymous request's visitor id (32 hex digits), setting the cookie on a first visit.
+
+    None for signed-in users (they keep their user id), untracked requests and when consent is off.
+    """
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return None
+    if not is_tracked(request, response) or not visitor_cookies_allowed(request):
+        return None
+    name = conf.settings.VISITOR_COOKIE_NAME
+    visitor = request.COOKIES.get(name, "")
+    if not VISITOR_ID_RE.fullmatch(visitor):
+        visitor = secrets.token_hex(16)
+        response.set_cookie(
+            name,
+            visitor,
+            max_age=conf.settings.VISITOR_COOKIE_AGE,
+            secure=conf.settings.VISITOR_COOKIE_SECURE,
+            httponly=True,
+            samesite="Lax",
+        )
+    return visitor
 
 
 class ActivityMiddleware:
@@ -78,9 +130,14 @@ class ActivityMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
         user = tracked_user(request, response)
-        if user is not None and not fail_open.paused():
+        visitor = None if user is not None else tracked_visitor(request, response)
+        if (user is not None or visitor is not None) and not fail_open.paused():
+            now = clock.now()
             try:
-                services.record_events([Event(user=user, ts=clock.now())])
+                if user is not None:
+                    services.record_events([Event(user=user, ts=now)])
+                else:
+                    services.record_events([], visitors=[(visitor, now)])
             except UNAVAILABLE as error:
                 fail_open.failed(error)
         return response

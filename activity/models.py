@@ -30,3 +30,22 @@ class UserActivity(models.Model):
 
     def __str__(self) -> str:
         return self.user_id
+
+
+class DailyRollup(models.Model):
+    """One UTC day's audience figures, written by the rollup job after the day ends (idempotent)."""
+
+    day = models.DateField(unique=True)
+    active_users = models.PositiveIntegerField(default=0)
+    sessions = models.PositiveIntegerField(default=0)
+    page_views = models.PositiveIntegerField(default=0)
+    new_visitors = models.PositiveIntegerField(default=0, help_text="Visitors whose first visit ever was this day.")
+    unique_visitors = models.PositiveIntegerField(default=0, help_text="Estimated (HyperLogLog, about 1% error).")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "daily rollup"
+        ordering = ["-day"]
+
+    def __str__(self) -> str:
+        return self.day.isoformat()

@@ -14,6 +14,7 @@ from django.db import DatabaseError, connection
 from activity import clock, conf
 from activity.events import Event
 from activity.store import last_seen as last_seen_store
+from activity.store import visitors as visitors_store
 from activity.store.client import UNAVAILABLE, get_client
 from activity.store.scripts import Pipeline
 
@@ -22,6 +23,7 @@ from activity.store.scripts import Pipeline
 class RecordResult:
     accepted: int
     last_seen_updated: int
+    new_visitors: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,19 +33,34 @@ class LastSeen:
     online: bool
 
 
-def record_events(events: Sequence[Event]) -> RecordResult:
-    """Record a validated batch in one round trip (one EVALSHA for all of its last-seen updates)."""
+def record_events(events: Sequence[Event], visitors: Sequence[tuple[str, float]] = ()) -> RecordResult:
+    """Record a validated batch in one round trip (one EVALSHA for all of its last-seen updates).
+
+    ``visitors`` are anonymous visits, (visitor id as 32 hex digits, ts): they count as visitors
+    (first visit, unique visitors) but are not users, so they never enter last seen or actives.
+    Signed-in users' events count as visits of the user's own visitor id.
+    """
     latest: dict[str, float] = {}
     for event in events:
         ts = round(event.ts, 3)  # the API promises millisecond precision
         if ts > latest.get(event.user, -1.0):
             latest[event.user] = ts
-    if not latest:
+    if not latest and not visitors:
         return RecordResult(accepted=0, last_seen_updated=0)
+    now = clock.now()
     pipe = Pipeline(get_client())
-    moved_at = last_seen_store.queue_update(pipe, latest, clock.now())
+    moved_at = last_seen_store.queue_update(pipe, latest, now) if latest else None
+    actives = {(event.user, visitors_store.day_of(event.ts)) for event in events}
+    visits = {(visitors_store.user_visitor_id(user), day) for user, day in actives}
+    visits.update((bytes.fromhex(visitor), visitors_store.day_of(ts)) for visitor, ts in visitors)
+    new_at = visitors_store.queue_visits(pipe, visits, now, conf.settings.VISITOR_PARTITION_BITS)
+    visitors_store.queue_actives(pipe, actives, now, conf.settings.ACTIVE_BITMAP_MAX_ID)
     results = pipe.execute()
-    return RecordResult(accepted=len(events), last_seen_updated=results[moved_at])
+    return RecordResult(
+        accepted=len(events) + len(visitors),
+        last_seen_updated=0 if moved_at is None else results[moved_at],
+        new_visitors=visitors_store.total(results, new_at),
+    )
 
 
 def last_seen(user: str) -> LastSeen | None:

@@ -26,10 +26,16 @@ def maintenance() -> dict[str, dict[str, Any]]:
     }
 
 
-PARTS: list[Callable[[], dict[str, dict[str, Any]]]] = [maintenance]
+def rollup() -> dict[str, dict[str, Any]]:
+    from tasks.rollup import ROLLUP_BEAT
+
+    return ROLLUP_BEAT
+
+
+PARTS: list[Callable[[], dict[str, dict[str, Any]]]] = [maintenance, rollup]
 
 # Modules holding scheduled tasks, for ``app.conf.imports``.
-TASK_MODULES = ["tasks.maintenance", "tasks.reengagement"]
+TASK_MODULES = ["tasks.maintenance", "tasks.reengagement", "tasks.rollup"]
 
 
 def beat_schedule() -> dict[str, dict[str, Any]]:

@@ -101,3 +101,23 @@ class OnlineQuerySerializer(serializers.Serializer):
         if value > limit:
             raise serializers.ValidationError(f"Ensure this value is less than or equal to {limit}.")
         return value
+
+
+class PeriodCountsSerializer(serializers.Serializer):
+    day = serializers.IntegerField()
+    week = serializers.IntegerField()
+    month = serializers.IntegerField()
+
+
+class DayCountSerializer(serializers.Serializer):
+    day = serializers.IntegerField()
+
+
+class StatsSerializer(serializers.Serializer):
+    """Response shape of ``GET /api/v1/stats/`` (schema only: the service builds the body)."""
+
+    online = serializers.IntegerField(help_text="Users seen within the online window.")
+    active = PeriodCountsSerializer(help_text="Active users today / this ISO week / this month (UTC), exact.")
+    new_visitors = DayCountSerializer(help_text="Visitors whose first visit ever was today.")
+    unique_visitors = PeriodCountsSerializer(help_text="Distinct visitors (HyperLogLog estimate).")
+    day = serializers.DateField(help_text="The UTC day the figures are for.")

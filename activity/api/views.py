@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from activity import clock, conf, services
+from activity import audience, clock, conf, services
 from activity.api import serializers as s
 from activity.api.pagination import next_link
 from activity.api.permissions import CanIngest, IsStaffOrSelf
@@ -78,3 +78,13 @@ class OnlineView(APIView):
                 "results": [{"user": user, "ts": ts, "last_seen": iso(ts)} for user, ts in page],
             }
         )
+
+
+class StatsView(APIView):
+    """Audience figures in one Redis round trip (see activity.audience.stats)."""
+
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(responses={200: s.StatsSerializer})
+    def get(self, request: Request) -> Response:
+        return Response(audience.stats().as_api())

@@ -65,3 +65,54 @@ def stray_ttl(key: str, default: int) -> int | None:
         return None
     rest = key[len(prefix()) :]
     return next((ttl for family, ttl in SWEEP_TTL_BY_FAMILY.items() if rest.startswith(family)), default)
+# --- visitors and audience figures ---------------------------------------------------------------
+# "First visit ever" hashes and their per-day new-visitor counters are spread over VISITOR_SHARDS
+# hash tags {vis:N} (N = low bits of the visitor id), so a Cluster spreads the membership store over
+# several slots while one Lua call still touches one slot: a visitor's partition hash and the
+# counter it increments share the shard's tag. Per-day activity keys that are unioned together
+# (BITOP / PFMERGE / PFCOUNT over a week or month) share one tag per family: {au} and {uv}.
+
+
+def visitor_seen(shard: int, partition: int) -> str:
+    """Hash: field = 16-byte visitor id, value = day number of the first visit. Long-lived."""
+    return f"{prefix()}{{vis:{shard}}}:seen:{partition}"
+
+
+def new_visitors(shard: int, day: str) -> str:
+    """String counter: new visitors on ``day`` (YYYYMMDD) in this shard, until harvested. TTL."""
+    return f"{prefix()}{{vis:{shard}}}:new:{day}"
+
+
+def new_visitors_harvested(shard: int, day: str) -> str:
+    """String: new visitors of ``day`` harvested from the counter so far (the rollup's input). TTL."""
+    return f"{prefix()}{{vis:{shard}}}:harvested:{day}"
+
+
+def unique_visitors(day: str) -> str:
+    """HyperLogLog: every visitor (user or anonymous) seen on ``day``. TTL."""
+    return f"{prefix()}{{uv}}:day:{day}"
+
+
+def unique_visitors_union(period: str, first: str, last: str) -> str:
+    """HyperLogLog: PFMERGE of the days ``first``..``last`` (a week or month so far). Short TTL."""
+    return f"{prefix()}{{uv}}:{period}:{first}:{last}"
+
+
+def active_bits(day: str) -> str:
+    """Bitmap: bit N set when the user with integer id N was active on ``day``. TTL."""
+    return f"{prefix()}{{au}}:bits:day:{day}"
+
+
+def active_hll(day: str) -> str:
+    """HyperLogLog: active users on ``day`` whose ids are not small integers. TTL."""
+    return f"{prefix()}{{au}}:hll:day:{day}"
+
+
+def active_bits_union(period: str, first: str, last: str) -> str:
+    """Bitmap: BITOP OR of the days ``first``..``last``. Short TTL."""
+    return f"{prefix()}{{au}}:bits:{period}:{first}:{last}"
+
+
+def active_hll_union(period: str, first: str, last: str) -> str:
+    """HyperLogLog: PFMERGE of the days ``first``..``last``. Short TTL."""
+    return f"{prefix()}{{au}}:hll:{period}:{first}:{last}"

@@ -1,0 +1,44 @@
+"""The per-day rollup job: writes the day that ended into ``DailyRollup``. Idempotent, safe to retry."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+from celery import shared_task
+from celery.schedules import crontab
+
+from activity import audience
+from activity.store.client import UNAVAILABLE
+
+# Beat entries (the lead merges them into the schedule). Five minutes after midnight UTC, so late
+# events of the day are in; a second pass at 01:05 harvests stragglers (reruns only add).
+ROLLUP_BEAT: dict[str, dict[str, Any]] = {
+    "activity-rollup-previous-day": {
+        "task": "activity.rollup_day",
+        "schedule": crontab(minute=5, hour="0,1"),
+        "options": {"expires": 3600},
+    },
+}
+
+
+@shared_task(
+    name="activity.rollup_day",
+    autoretry_for=UNAVAILABLE,
+    retry_backoff=True,
+    retry_backoff_max=300,
+    max_retries=10,
+    acks_late=True,
+)
+def rollup_day(day: str | None = None) -> dict[str, Any]:
+    """Roll up ``day`` (ISO date; default: yesterday, UTC) into its ``DailyRollup`` row."""
+    target = date.fromisoformat(day) if day else audience.today() - timedelta(days=1)
+    row = audience.rollup_day(target)
+    if row is None:
+        return {"day": target.isoformat(), "skipped": "another run holds the lock"}
+    return {
+        "day": target.isoformat(),
+        "active_users": row.active_users,
+        "new_visitors": row.new_visitors,
+        "unique_visitors": row.unique_visitors,
+    }

@@ -1,0 +1,359 @@
+"""Visitors and audience figures against the run's real Redis: first visit, actives, uniques, harvest."""
+
+from __future__ import annotations
+
+import random
+import re
+import secrets
+import threading
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+import redis
+from django.test import Client, override_settings
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from activity import audience, clock, conf, services
+from activity.events import Event
+from activity.models import DailyRollup
+from activity.store import keys
+from activity.store import visitors as store
+from activity.store.client import get_client
+from activity.store.scripts import Pipeline
+from tasks.rollup import ROLLUP_BEAT
+from tasks.rollup import rollup_day as rollup_task
+
+NOON = datetime(2026, 11, 23, 12, tzinfo=UTC).timestamp()
+DAY = 86400
+
+
+@pytest.fixture
+def at(monkeypatch):
+    """Set the service clock: ``at(ts)``."""
+
+    def set_now(ts: float) -> None:
+        monkeypatch.setattr(clock, "now", lambda: ts)
+
+    set_now(NOON)
+    return set_now
+
+
+def visit(visitor: str, ts: float = NOON) -> int:
+    return services.record_events([], visitors=[(visitor, ts)]).new_visitors
+
+
+def run_threads(count: int, target) -> list:
+    results: list = [None] * count
+    barrier = threading.Barrier(count)
+
+    def work(index: int) -> None:
+        barrier.wait()
+        results[index] = target(index)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def commandstats(client) -> dict[str, int]:
+    return {name: stat["calls"] for name, stat in client.info("commandstats").items()}
+
+
+@pytest.fixture
+def round_trips(redis_client, monkeypatch):
+    """Counts requests written to the store's connections (a pipeline is one write)."""
+    sent = {"n": 0}
+    cls = redis_client.connection_pool.connection_class
+    original = cls.send_packed_command
+
+    def counting(self, command, check_health=True):
+        sent["n"] += 1
+        return original(self, command, check_health)
+
+    monkeypatch.setattr(cls, "send_packed_command", counting)
+    return sent
+
+
+# --- first visit ever ---------------------------------------------------------------------------
+
+
+def test_ten_threads_racing_one_new_visitor_count_one(at):
+    visitor = secrets.token_hex(16)
+    assert sum(run_threads(10, lambda _: visit(visitor))) == 1
+    figures = audience.stats()
+    assert figures.new_visitors_day == 1
+    assert figures.unique_visitors_day == 1
+
+
+def test_returning_visitor_on_a_later_day_is_not_new(at):
+    visitor = secrets.token_hex(16)
+    assert visit(visitor) == 1
+    assert visit(visitor) == 0
+    at(NOON + DAY)
+    assert visit(visitor, NOON + DAY) == 0
+    figures = audience.stats()
+    assert (figures.new_visitors_day, figures.unique_visitors_day) == (0, 1)
+
+
+def test_signed_in_user_is_a_visitor_under_their_user_id_but_anonymous_is_not_a_user(at, redis_client):
+    assert services.record_events([Event(user="42", ts=NOON)]).new_visitors == 1
+    assert services.record_events([Event(user="42", ts=NOON + 5)]).new_visitors == 0
+    visit(secrets.token_hex(16))
+    figures = audience.stats()
+    assert (figures.new_visitors_day, figures.unique_visitors_day, figures.active_day) == (2, 2, 1)
+    assert redis_client.zrange(keys.last_seen(), 0, -1) == ["42"]
+
+
+# --- active users and unique visitors -----------------------------------------------------------
+
+
+def test_exact_actives_over_ten_days_equal_the_set_sizes(at):
+    # 2026-10-26 is a Monday: the ten days cross a week and a month boundary.
+    first = date(2026, 10, 26)
+    rng = random.Random(5)
+    seen: dict[date, set[str]] = {}
+    for n in range(10):
+        day = first + timedelta(days=n)
+        ts = datetime(day.year, day.month, day.day, 9, tzinfo=UTC).timestamp()
+        at(ts)
+        users = {str(uid) for uid in rng.sample(range(1, 20_000), 1500)}
+        seen[day] = users
+        batch = [Event(user=u, ts=ts + i % 3600) for i, u in enumerate(sorted(users))]
+        for start in range(0, len(batch), 1000):
+            services.record_events(batch[start : start + 1000])
+        figures = audience.stats()
+        week = set().union(*(seen[d] for d in seen if d.isocalendar()[:2] == day.isocalendar()[:2]))
+        month = set().union(*(seen[d] for d in seen if (d.year, d.month) == (day.year, day.month)))
+        assert (figures.active_day, figures.active_week, figures.active_month) == (
+            len(users),
+            len(week),
+            len(month),
+        )
+
+
+def test_non_integer_ids_count_by_hyperloglog_beside_the_bitmap(at):
+    services.record_events([Event(user=u, ts=NOON) for u in ("7", "alice", "007", "x@y")])
+    assert audience.stats().active_day == 4
+
+
+def test_unique_visitors_within_two_percent_on_100k_ids(at):
+    rng = random.Random(7)
+    ids = [f"{rng.getrandbits(128):032x}" for _ in range(100_000)]
+    for start in range(0, len(ids), 5000):
+        services.record_events([], visitors=[(v, NOON) for v in ids[start : start + 5000]])
+    figures = audience.stats()
+    assert figures.new_visitors_day == 100_000  # exact: one HSETNX per id
+    for estimate in (figures.unique_visitors_day, figures.unique_visitors_week, figures.unique_visitors_month):
+        assert abs(estimate - 100_000) <= 2000
+
+
+def test_every_key_has_a_ttl_beyond_a_month_except_the_membership_hashes(at, redis_client):
+    services.record_events([Event(user="1", ts=NOON), Event(user="bob", ts=NOON)])
+    visit(secrets.token_hex(16))
+    audience.stats()
+    long_lived = {keys.last_seen(), keys.last_seen_dirty()}
+    found = list(redis_client.scan_iter(match=f"{conf.settings.KEY_PREFIX}*"))
+    assert any(":seen:" in key for key in found)
+    for key in found:
+        ttl = redis_client.ttl(key)
+        if key in long_lived or re.search(r"\{vis:\d+\}:seen:", key):
+            assert ttl == -1, key
+        elif ":day:" in key or ":new:" in key:
+            assert ttl > 32 * DAY, key
+        else:
+            assert 0 < ttl <= conf.settings.STATS_CACHE_TTL, key
+
+
+# --- harvest and rollup -------------------------------------------------------------------------
+
+
+def harvest(day: date) -> int:
+    pipe = Pipeline(get_client())
+    indexes = store.queue_harvest(pipe, day, clock.now())
+    return store.total(pipe.execute(), indexes)
+
+
+def test_harvest_racing_increments_loses_nothing(at, redis_client):
+    writers, per_writer = 4, 300
+    done = threading.Event()
+    harvested: list[int] = []
+
+    def harvester() -> None:
+        while not done.is_set():
+            harvested.append(harvest(date(2026, 11, 23)))
+
+    thread = threading.Thread(target=harvester)
+    thread.start()
+    sent = run_threads(
+        writers,
+        lambda _: sum(visit(secrets.token_hex(16)) for _ in range(per_writer)),
+    )
+    done.set()
+    thread.join()
+    assert sum(sent) == writers * per_writer
+    assert len(harvested) > 1  # the harvests really interleaved with the increments
+    assert harvest(date(2026, 11, 23)) == writers * per_writer
+    name = store.day_name(date(2026, 11, 23))
+    assert all(redis_client.get(keys.new_visitors(s, name)) is None for s in range(store.VISITOR_SHARDS))
+    assert audience.stats().new_visitors_day == writers * per_writer
+
+
+@pytest.mark.django_db
+def test_rollup_is_idempotent_keeps_harvested_counts_and_leaves_sessions_alone(at):
+    day = date(2026, 11, 23)
+    for n in range(5):
+        services.record_events([Event(user=str(n), ts=NOON)])
+    visit(secrets.token_hex(16))
+    DailyRollup.objects.create(day=day, sessions=7, page_views=9)
+    harvest(day)  # a run that harvested and died before writing the database
+    at(NOON + DAY)
+    row = rollup_task(day.isoformat())
+    assert row == {"day": "2026-11-23", "active_users": 5, "new_visitors": 6, "unique_visitors": 6}
+    visit(secrets.token_hex(16), NOON + 600)  # a late event of that day
+    audience.rollup_day(day)
+    audience.rollup_day(day)
+    saved = DailyRollup.objects.get(day=day)
+    assert (saved.active_users, saved.new_visitors, saved.unique_visitors) == (5, 7, 7)
+    assert (saved.sessions, saved.page_views) == (7, 9)
+    assert rollup_task() == {"day": "2026-11-23", "active_users": 5, "new_visitors": 7, "unique_visitors": 7}
+    assert DailyRollup.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_rollup_refuses_future_and_expired_days(at):
+    with pytest.raises(audience.DayOutOfRange):
+        audience.rollup_day(date(2026, 11, 24))
+    with pytest.raises(audience.DayOutOfRange):
+        audience.rollup_day(date(2026, 11, 23) - timedelta(days=store.KEEP_DAYS + 1))
+
+
+def test_rollup_beat_runs_after_midnight_utc_and_expires():
+    for entry in ROLLUP_BEAT.values():
+        assert entry["task"] == "activity.rollup_day"
+        assert entry["schedule"].minute == {5}
+        assert entry["options"]["expires"] <= 3600
+
+
+# --- middleware: the visitor cookie and one round trip ------------------------------------------
+
+
+@pytest.mark.django_db
+def test_anonymous_visitor_gets_a_secure_random_cookie_once(at, redis_client, round_trips):
+    browser = Client(REMOTE_ADDR="203.0.113.9")
+    first = browser.get("/admin/login/")
+    cookie = first.cookies[conf.settings.VISITOR_COOKIE_NAME]
+    assert re.fullmatch(r"[0-9a-f]{32}", cookie.value)
+    assert cookie["secure"] is True and cookie["httponly"] is True and cookie["samesite"] == "Lax"
+    assert int(cookie["max-age"]) == conf.settings.VISITOR_COOKIE_AGE
+    assert round_trips["n"] == 1
+    again = browser.get("/admin/login/")
+    assert conf.settings.VISITOR_COOKIE_NAME not in again.cookies
+    other = Client(REMOTE_ADDR="203.0.113.9").get("/admin/login/")
+    assert other.cookies[conf.settings.VISITOR_COOKIE_NAME].value != cookie.value  # never from the IP
+    figures = audience.stats()
+    assert (figures.new_visitors_day, figures.unique_visitors_day, figures.online) == (2, 2, 0)
+    assert redis_client.zcard(keys.last_seen()) == 0
+
+
+def no_consent(request) -> bool:
+    return request.COOKIES.get("consent") == "yes"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "overrides",
+    [{"ACTIVITY_VISITOR_COOKIES": "false"}, {"ACTIVITY_VISITOR_CONSENT": "tests.test_visitors.no_consent"}],
+)
+def test_no_cookie_and_nothing_recorded_without_consent(at, overrides):
+    with override_settings(**overrides):
+        response = Client().get("/admin/login/")
+    assert conf.settings.VISITOR_COOKIE_NAME not in response.cookies
+    assert audience.stats().unique_visitors_day == 0
+
+
+@pytest.mark.django_db
+def test_consent_callable_saying_yes_sets_the_cookie(at):
+    browser = Client()
+    browser.cookies["consent"] = "yes"
+    with override_settings(ACTIVITY_VISITOR_CONSENT="tests.test_visitors.no_consent"):
+        response = browser.get("/admin/login/")
+    assert conf.settings.VISITOR_COOKIE_NAME in response.cookies
+
+
+def test_signed_in_user_gets_no_cookie_and_one_round_trip(at, staff, round_trips):
+    browser = Client()
+    browser.force_login(staff)
+    response = browser.get("/admin/login/", follow=False)
+    assert conf.settings.VISITOR_COOKIE_NAME not in response.cookies
+    assert round_trips["n"] == 1
+    assert audience.stats().active_day == 1
+
+
+# --- the stats endpoint -------------------------------------------------------------------------
+
+
+def test_stats_needs_staff_and_has_the_api_shape(at, member_api, staff_api):
+    assert APIClient().get(reverse("stats")).status_code == 401
+    assert member_api.get(reverse("stats")).status_code == 403
+    services.record_events([Event(user="1", ts=NOON - 10), Event(user="ann", ts=NOON)])
+    visit(secrets.token_hex(16))
+    response = staff_api.get(reverse("stats"))
+    assert response.status_code == 200
+    assert response.json() == {
+        "online": 2,
+        "active": {"day": 2, "week": 2, "month": 2},
+        "new_visitors": {"day": 3},
+        "unique_visitors": {"day": 3, "week": 3, "month": 3},
+        "day": "2026-11-23",
+    }
+
+
+def test_stats_is_one_round_trip(at, redis_client, round_trips):
+    services.record_events([Event(user="1", ts=NOON - 10), Event(user="ann", ts=NOON)])
+    audience.stats()  # scripts loaded and month unions cached
+    redis_client.delete(*redis_client.scan_iter(match=f"{conf.settings.KEY_PREFIX}*week*"))
+    before = commandstats(redis_client)
+    trips = round_trips["n"]
+    figures = audience.stats()
+    assert round_trips["n"] - trips == 1
+    after = commandstats(redis_client)
+    delta = {name: after[name] - before.get(name, 0) for name in after if after[name] != before.get(name, 0)}
+    assert delta.pop("cmdstat_info") == 1
+    assert delta == {
+        "cmdstat_zcount": 1,
+        "cmdstat_bitcount": 3,  # today, plus the week and month unions inside union_count
+        "cmdstat_pfcount": 2 + 4,
+        "cmdstat_get": 2 * store.VISITOR_SHARDS,
+        "cmdstat_evalsha": 6,
+        "cmdstat_exists": 6,
+        "cmdstat_bitop": 1,  # the week unions were dropped above; the month unions are still cached
+        "cmdstat_pfmerge": 2,
+        "cmdstat_pexpire": 3,
+    }
+    assert (figures.online, figures.active_week, figures.active_month) == (2, 2, 2)
+
+
+def test_first_visit_survives_a_script_flush_in_the_request_pipeline(at, redis_client):
+    redis_client.script_flush()
+    visitor = secrets.token_hex(16)
+    assert visit(visitor) == 1
+    redis_client.script_flush()
+    assert visit(visitor) == 0
+    assert audience.stats().new_visitors_day == 1
+
+
+def test_scripts_check_their_arguments_and_change_nothing(redis_client):
+    counter, seen = keys.new_visitors(0, "20261123"), keys.visitor_seen(0, 0)
+    with pytest.raises(redis.ResponseError, match="first_visit"):
+        store.FIRST_VISIT(redis_client, [counter, seen], [20415, 60])
+    with pytest.raises(redis.ResponseError, match="ttl"):
+        store.FIRST_VISIT(redis_client, [counter, seen], [20415, 0, b"x" * 16])
+    with pytest.raises(redis.ResponseError, match="harvest_counter"):
+        store.HARVEST_COUNTER(redis_client, [counter], [60])
+    with pytest.raises(redis.ResponseError, match="kind"):
+        store.UNION_COUNT(redis_client, [keys.active_bits("x"), keys.active_bits("y")], ["sum", 1000])
+    assert redis_client.exists(counter, seen) == 0

@@ -1,4 +1,5 @@
-"""Tracking middleware: records the authenticated user's last seen, in one Redis round trip.
+"""Tracking middleware: records the authenticated user's last seen and, for pages (GET answering
+2xx with HTML), a page view of their navigation session, together in one Redis round trip.
 
 It fails open: when Redis is unreachable the page is still served, the failure is logged and
 counted, and tracking pauses for ``ACTIVITY_FAIL_OPEN_BACKOFF`` seconds so a dead Redis does not
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse
 
 from activity import clock, conf, services
-from activity.events import Event, InvalidValue, clean_user
+from activity.events import MAX_PATH_LENGTH, Event, InvalidValue, clean_user
 from activity.store.client import UNAVAILABLE
 
 logger = logging.getLogger("activity.middleware")
@@ -71,6 +72,19 @@ def tracked_user(request: HttpRequest, response: HttpResponse) -> str | None:
         return None
 
 
+def page_view_path(request: HttpRequest, response: HttpResponse) -> str | None:
+    """The path (with its query string; the service drops it unless configured) when this tracked
+    request is a page view: a GET answering 2xx with one of ``ACTIVITY_SESSION_CONTENT_TYPES``
+    (every type when that setting is empty)."""
+    if request.method != "GET" or not 200 <= response.status_code <= 299:
+        return None
+    types = conf.settings.SESSION_CONTENT_TYPES
+    content_type = response.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    if types and content_type not in types:
+        return None
+    return request.get_full_path()[:MAX_PATH_LENGTH]
+
+
 class ActivityMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -80,7 +94,8 @@ class ActivityMiddleware:
         user = tracked_user(request, response)
         if user is not None and not fail_open.paused():
             try:
-                services.record_events([Event(user=user, ts=clock.now())])
+                event = Event(user=user, ts=clock.now(), path=page_view_path(request, response))
+                services.record_events([event], names={user: request.user.get_username()})
             except UNAVAILABLE as error:
                 fail_open.failed(error)
         return response

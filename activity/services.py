@@ -6,22 +6,26 @@ job), and each costs a bounded number of Redis round trips, stated in its docstr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 
 from django.db import DatabaseError, connection
 
 from activity import clock, conf
 from activity.events import Event
 from activity.store import last_seen as last_seen_store
+from activity.store import sessions as sessions_store
 from activity.store.client import UNAVAILABLE, get_client
 from activity.store.scripts import Pipeline
+from activity.store.sessions import PageView, SessionPage
 
 
 @dataclass(frozen=True, slots=True)
 class RecordResult:
     accepted: int
     last_seen_updated: int
+    sessions_started: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,19 +35,80 @@ class LastSeen:
     online: bool
 
 
-def record_events(events: Sequence[Event]) -> RecordResult:
-    """Record a validated batch in one round trip (one EVALSHA for all of its last-seen updates)."""
+def page_path(path: str | None) -> str | None:
+    """The path a page view records, or None when it records none (no path, or an excluded prefix).
+
+    The query string is dropped unless ``ACTIVITY_SESSION_KEEP_QUERY``: it often carries tokens and
+    would split one page's counts across many variants.
+    """
+    if path is None:
+        return None
+    if not conf.settings.SESSION_KEEP_QUERY:
+        path = path.split("?", 1)[0]
+    if path.startswith(conf.settings.SESSION_EXCLUDE_PATHS):
+        return None
+    return path
+
+
+def record_events(events: Sequence[Event], names: Mapping[str, str] | None = None) -> RecordResult:
+    """Record a validated batch in one round trip: one EVALSHA for all of its last-seen updates and,
+    when events carry a path, one EVALSHA for all of its page views, in the same pipeline.
+
+    ``names`` maps user ids to usernames where the caller knows them (the middleware does); the
+    reports sort by them.
+    """
     latest: dict[str, float] = {}
+    views: list[PageView] = []
+    names = names or {}
     for event in events:
         ts = round(event.ts, 3)  # the API promises millisecond precision
         if ts > latest.get(event.user, -1.0):
             latest[event.user] = ts
+        path = page_path(event.path)
+        if path is not None:
+            views.append(PageView(user=event.user, path=path, ts=ts, name=names.get(event.user)))
     if not latest:
         return RecordResult(accepted=0, last_seen_updated=0)
     pipe = Pipeline(get_client())
     moved_at = last_seen_store.queue_update(pipe, latest, clock.now())
+    started_at = None
+    if views:
+        started_at = sessions_store.queue_record(
+            pipe, views, conf.settings.SESSION_WINDOW, conf.settings.SESSION_MAX_PAGES, conf.settings.PAGE_STATS_DAYS
+        )
     results = pipe.execute()
-    return RecordResult(accepted=len(events), last_seen_updated=results[moved_at])
+    return RecordResult(
+        accepted=len(events),
+        last_seen_updated=results[moved_at],
+        sessions_started=0 if started_at is None else results[started_at],
+    )
+
+
+def session_page(user: str, page: int = 1, page_size: int = 20) -> SessionPage | None:
+    """One page of the user's current navigation session, most recent first; None when the user has
+    no live session. One round trip; reads only that page (LRANGE), never the whole list."""
+    return sessions_store.page(get_client(), user, page, page_size)
+
+
+def current_session(user: str) -> list[tuple[str, float]]:
+    """Every page of the user's current session as (path, ts), most recent first; [] when none."""
+    found = sessions_store.page(get_client(), user, 1, conf.settings.SESSION_MAX_PAGES)
+    return [] if found is None else found.views
+
+
+def sessions_started(day: date) -> int:
+    """Navigation sessions started on ``day`` (UTC), while its statistics are kept."""
+    return sessions_store.day_counts(get_client(), day)[0]
+
+
+def page_views(day: date) -> int:
+    """Page views recorded on ``day`` (UTC), while its statistics are kept."""
+    return sessions_store.day_counts(get_client(), day)[1]
+
+
+def top_paths(day: date, n: int = 10) -> list[tuple[str, int]]:
+    """The ``n`` most viewed paths on ``day`` (UTC) with their view counts, most viewed first."""
+    return sessions_store.top_paths(get_client(), day, n)
 
 
 def last_seen(user: str) -> LastSeen | None:

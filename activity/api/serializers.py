@@ -85,9 +85,20 @@ class OnlinePageSerializer(serializers.Serializer):
     results = OnlineUserSerializer(many=True)
 
 
-class OnlineQuerySerializer(serializers.Serializer):
-    within = serializers.IntegerField(min_value=1, max_value=86400, required=False)
+class _PageSizeSerializer(serializers.Serializer):
+    """``page_size`` between 1 and ``ACTIVITY_MAX_PAGE_SIZE`` (read per request, not at import)."""
+
     page_size = serializers.IntegerField(min_value=1, required=False, default=50)
+
+    def validate_page_size(self, value: int) -> int:
+        limit = conf.settings.MAX_PAGE_SIZE
+        if value > limit:
+            raise serializers.ValidationError(f"Ensure this value is less than or equal to {limit}.")
+        return value
+
+
+class OnlineQuerySerializer(_PageSizeSerializer):
+    within = serializers.IntegerField(min_value=1, max_value=86400, required=False)
     cursor = serializers.CharField(required=False)
 
     def validate_cursor(self, value: str) -> tuple[float, str]:
@@ -96,8 +107,27 @@ class OnlineQuerySerializer(serializers.Serializer):
         except InvalidValue as error:
             raise serializers.ValidationError(str(error)) from None
 
-    def validate_page_size(self, value: int) -> int:
-        limit = conf.settings.MAX_PAGE_SIZE
-        if value > limit:
-            raise serializers.ValidationError(f"Ensure this value is less than or equal to {limit}.")
-        return value
+
+class PageQuerySerializer(_PageSizeSerializer):
+    """``?page=&page_size=`` of page-numbered lists (DRF's PageNumberPagination parameters)."""
+
+    page = serializers.IntegerField(min_value=1, required=False, default=1)
+
+
+class SessionQuerySerializer(PageQuerySerializer):
+    page_size = serializers.IntegerField(min_value=1, required=False, default=20)
+
+
+class PageViewSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    ts = serializers.FloatField()
+    at = serializers.CharField()
+
+
+class SessionPageSerializer(serializers.Serializer):
+    user = serializers.CharField()
+    expires_in = serializers.FloatField()
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = PageViewSerializer(many=True)

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from activity import clock, conf, services
 from activity.api import serializers as s
-from activity.api.pagination import next_link
+from activity.api.pagination import next_link, page_links
 from activity.api.permissions import CanIngest, IsStaffOrSelf
 from activity.events import InvalidValue, clean_user, iso
 
@@ -76,5 +76,36 @@ class OnlineView(APIView):
                 "count": services.online_count(within),
                 "next": next_link(request, page[-1][1], page[-1][0]) if more else None,
                 "results": [{"user": user, "ts": ts, "last_seen": iso(ts)} for user, ts in page],
+            }
+        )
+
+
+class SessionView(APIView):
+    permission_classes = [IsStaffOrSelf]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("page", int, description="1-based; page 1 holds the most recent pages."),
+            OpenApiParameter("page_size", int, description="1..ACTIVITY_MAX_PAGE_SIZE; default 20."),
+        ],
+        responses={200: s.SessionPageSerializer},
+    )
+    def get(self, request: Request, user: str) -> Response:
+        user = user_from_url(user)
+        query = s.SessionQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        page, size = query.validated_data["page"], query.validated_data["page_size"]
+        found = services.session_page(user, page, size)
+        if found is None:
+            raise NotFound("This user has no live navigation session.")
+        following, previous = page_links(request, page, size, found.count)
+        return Response(
+            {
+                "user": user,
+                "expires_in": found.expires_in,
+                "count": found.count,
+                "next": following,
+                "previous": previous,
+                "results": [{"path": path, "ts": ts, "at": iso(ts)} for path, ts in found.views],
             }
         )

@@ -15,8 +15,10 @@ from django.db import DatabaseError, connection
 from activity import clock, conf
 from activity.events import Event
 from activity.store import last_seen as last_seen_store
+from activity.store import reports as reports_store
 from activity.store import sessions as sessions_store
 from activity.store.client import UNAVAILABLE, get_client
+from activity.store.reports import Snapshot as ReportSnapshot
 from activity.store.scripts import Pipeline
 from activity.store.sessions import PageView, SessionPage
 
@@ -136,6 +138,44 @@ def online_page(
     """A page of online users, most recent first, continuing after the (ts, user) ``after``."""
     within = conf.settings.ONLINE_WINDOW if within is None else within
     return last_seen_store.page_since(get_client(), clock.now() - within, limit, after)
+
+
+def _report_settings() -> reports_store.Settings:
+    return reports_store.Settings(
+        ttl_ms=int(conf.settings.REPORT_TTL * 1000),
+        stale_ms=int(conf.settings.REPORT_STALE * 1000),
+        wait_s=conf.settings.REPORT_WAIT,
+        top=conf.settings.REPORT_TOP,
+        step_s=conf.settings.REDIS_TIMEOUT * 0.8,
+        read_window_s=conf.settings.REPORT_READ_WINDOW,
+    )
+
+
+def report_catalogue() -> list[tuple[str, str]]:
+    """(name, one-line description) of every report."""
+    return [(report.name, report.description) for report in reports_store.REGISTRY.values()]
+
+
+def report_page(name: str, period: str = "day", page: int = 1, page_size: int = 50) -> tuple[ReportSnapshot, str]:
+    """A page of a cached report and ``hit``, ``stale`` or ``miss``. A hit is one round trip; only
+    the client holding the rebuild lock runs SORT, whatever the number of concurrent readers.
+    Raises KeyError for an unknown report name."""
+    report = reports_store.REGISTRY[name]
+    return reports_store.get_page(get_client(), report, period, clock.now(), page, page_size, _report_settings())
+
+
+def refresh_reports() -> int:
+    """Rebuild the reports read within ``ACTIVITY_REPORT_READ_WINDOW`` whose fresh copy has less than
+    two refresh intervals left, so their readers keep hitting the cache; returns how many were built.
+    Each rebuild takes the report's lock, so two beat instances never both run its SORT."""
+    client, cfg, now = get_client(), _report_settings(), clock.now()
+    margin_ms = 2 * conf.settings.REPORT_REFRESH_INTERVAL * 1000
+    built = 0
+    for report, period in reports_store.read_recently(client, now - conf.settings.REPORT_READ_WINDOW):
+        if reports_store.fresh_for_ms(client, report, period, now, cfg) > margin_ms:
+            continue
+        built += reports_store.build_unless_fresh(client, report, period, now, cfg, margin_ms) == "built"
+    return built
 
 
 def health() -> dict[str, str]:

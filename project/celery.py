@@ -8,4 +8,4 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 app = Celery("activity_service")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.imports = ["tasks.ingest"]
+app.conf.imports = ["tasks.ingest", "tasks.reports"]

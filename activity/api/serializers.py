@@ -9,6 +9,7 @@ from rest_framework import serializers
 from activity import conf
 from activity.api.pagination import decode_cursor
 from activity.events import Event, InvalidValue, clean_path, clean_ts, clean_user, iso
+from activity.store.reports import PERIODS
 
 
 class _CleanedField(serializers.Field):
@@ -116,6 +117,38 @@ class PageQuerySerializer(_PageSizeSerializer):
 
 class SessionQuerySerializer(PageQuerySerializer):
     page_size = serializers.IntegerField(min_value=1, required=False, default=20)
+
+
+class ReportQuerySerializer(PageQuerySerializer):
+    period = serializers.ChoiceField(choices=PERIODS, required=False, default="day")
+
+
+class ReportInfoSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+
+
+class ReportListSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = ReportInfoSerializer(many=True)
+
+
+class ReportRowSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    user = serializers.CharField()
+    name = serializers.CharField()
+    views = serializers.IntegerField()
+
+
+class ReportPageSerializer(serializers.Serializer):
+    report = serializers.CharField()
+    period = serializers.CharField()
+    generated_at = serializers.CharField()
+    expires_in = serializers.FloatField()
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = ReportRowSerializer(many=True)
 
 
 class PageViewSerializer(serializers.Serializer):

@@ -109,3 +109,44 @@ class SessionView(APIView):
                 "results": [{"path": path, "ts": ts, "at": iso(ts)} for path, ts in found.views],
             }
         )
+
+
+class ReportListView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(responses={200: s.ReportListSerializer})
+    def get(self, request: Request) -> Response:
+        reports = [{"name": name, "description": text} for name, text in services.report_catalogue()]
+        return Response({"count": len(reports), "results": reports})
+
+
+class ReportView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("period", str, enum=["day", "week"], description="UTC day (default) or ISO week."),
+            OpenApiParameter("page", int),
+            OpenApiParameter("page_size", int, description="1..ACTIVITY_MAX_PAGE_SIZE; default 50."),
+        ],
+        responses={200: s.ReportPageSerializer},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        if name not in dict(services.report_catalogue()):
+            raise NotFound("No such report; GET /api/v1/reports/ lists them.")
+        query = s.ReportQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        period, page, size = (query.validated_data[field] for field in ("period", "page", "page_size"))
+        found, cache = services.report_page(name, period, page, size)
+        following, previous = page_links(request, page, size, found.count)
+        body = {
+            "report": name,
+            "period": period,
+            "generated_at": iso(found.generated_at),
+            "expires_in": found.expires_in,
+            "count": found.count,
+            "next": following,
+            "previous": previous,
+            "results": found.rows,
+        }
+        return Response(body, headers={"X-Cache": cache})

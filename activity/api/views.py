@@ -114,7 +114,7 @@ class SessionView(APIView):
 class ReportListView(APIView):
     permission_classes = [IsAdminUser]
 
-    @extend_schema(responses={200: s.ReportListSerializer})
+    @extend_schema(operation_id="reports_list", responses={200: s.ReportListSerializer})
     def get(self, request: Request) -> Response:
         reports = [{"name": name, "description": text} for name, text in services.report_catalogue()]
         return Response({"count": len(reports), "results": reports})

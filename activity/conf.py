@@ -51,9 +51,27 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_ACTIVE_BITMAP_MAX_ID": 2**26,
     # Seconds a week/month union (BITOP OR, PFMERGE) is reused before being rebuilt.
     "ACTIVITY_STATS_CACHE_TTL": 10,
+    # Navigation sessions: which responses count as page views, and which paths never do.
+    "ACTIVITY_SESSION_CONTENT_TYPES": ("text/html",),
+    "ACTIVITY_SESSION_KEEP_QUERY": False,
+    "ACTIVITY_SESSION_EXCLUDE_PATHS": ("/admin/jsi18n/",),
+    # Days the per-day page-view statistics are kept after their last write (week ones 7 more).
+    "ACTIVITY_PAGE_STATS_DAYS": 8,
+    # Cached reports: stale copy kept this long past the TTL, rows of ranked reports, bounded wait
+    # for another client's rebuild, and the beat refresh of reports read in the last READ_WINDOW.
+    "ACTIVITY_REPORT_STALE": 30,
+    "ACTIVITY_REPORT_TOP": 100,
+    "ACTIVITY_REPORT_WAIT": 5.0,
+    "ACTIVITY_REPORT_REFRESH_INTERVAL": 15,
+    "ACTIVITY_REPORT_READ_WINDOW": 600,
 }
 
-_TUPLES = {"ACTIVITY_TRACK_METHODS", "ACTIVITY_TRACK_EXCLUDE_PATHS"}
+_TUPLES = {
+    "ACTIVITY_TRACK_METHODS",
+    "ACTIVITY_TRACK_EXCLUDE_PATHS",
+    "ACTIVITY_SESSION_CONTENT_TYPES",
+    "ACTIVITY_SESSION_EXCLUDE_PATHS",
+}
 
 
 def get(name: str) -> Any:
@@ -66,6 +84,8 @@ def get(name: str) -> Any:
         if isinstance(value, str):
             return tuple(item.strip() for item in value.split(",") if item.strip())
         return tuple(value)
+    if isinstance(default, bool) and isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "on"}
     return type(default)(value)
 
 

@@ -1,4 +1,5 @@
-"""Tracking middleware: records the signed-in user's last seen, or an anonymous visit, in one round trip.
+"""Tracking middleware: records the signed-in user's last seen (and, for pages, i.e. GET answering
+2xx with HTML, a page view of their navigation session), or an anonymous visit, in one round trip.
 
 Anonymous browsers get a random first-party visitor id cookie (128 bits from ``secrets``; never
 derived from the IP), unless ``ACTIVITY_VISITOR_COOKIES`` is off or the ``ACTIVITY_VISITOR_CONSENT``
@@ -23,7 +24,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
 from activity import clock, conf, services
-from activity.events import Event, InvalidValue, clean_user
+from activity.events import MAX_PATH_LENGTH, Event, InvalidValue, clean_user
 from activity.store.client import UNAVAILABLE
 
 logger = logging.getLogger("activity.middleware")
@@ -123,6 +124,19 @@ def tracked_visitor(request: HttpRequest, response: HttpResponse) -> str | None:
     return visitor
 
 
+def page_view_path(request: HttpRequest, response: HttpResponse) -> str | None:
+    """The path (with its query string; the service drops it unless configured) when this tracked
+    request is a page view: a GET answering 2xx with one of ``ACTIVITY_SESSION_CONTENT_TYPES``
+    (every type when that setting is empty)."""
+    if request.method != "GET" or not 200 <= response.status_code <= 299:
+        return None
+    types = conf.settings.SESSION_CONTENT_TYPES
+    content_type = response.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    if types and content_type not in types:
+        return None
+    return request.get_full_path()[:MAX_PATH_LENGTH]
+
+
 class ActivityMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -135,7 +149,8 @@ class ActivityMiddleware:
             now = clock.now()
             try:
                 if user is not None:
-                    services.record_events([Event(user=user, ts=now)])
+                    event = Event(user=user, ts=now, path=page_view_path(request, response))
+                    services.record_events([event], names={user: request.user.get_username()})
                 else:
                     services.record_events([], visitors=[(visitor, now)])
             except UNAVAILABLE as error:

@@ -6,17 +6,22 @@ job), and each costs a bounded number of Redis round trips, stated in its docstr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 
 from django.db import DatabaseError, connection
 
 from activity import clock, conf
 from activity.events import Event
 from activity.store import last_seen as last_seen_store
+from activity.store import reports as reports_store
+from activity.store import sessions as sessions_store
 from activity.store import visitors as visitors_store
 from activity.store.client import UNAVAILABLE, get_client
+from activity.store.reports import Snapshot as ReportSnapshot
 from activity.store.scripts import Pipeline
+from activity.store.sessions import PageView, SessionPage
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +29,7 @@ class RecordResult:
     accepted: int
     last_seen_updated: int
     new_visitors: int = 0
+    sessions_started: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,23 +39,52 @@ class LastSeen:
     online: bool
 
 
-def record_events(events: Sequence[Event], visitors: Sequence[tuple[str, float]] = ()) -> RecordResult:
-    """Record a validated batch in one round trip (one EVALSHA for all of its last-seen updates).
+def page_path(path: str | None) -> str | None:
+    """The path a page view records, or None when it records none (no path, or an excluded prefix).
+
+    The query string is dropped unless ``ACTIVITY_SESSION_KEEP_QUERY``: it often carries tokens and
+    would split one page's counts across many variants.
+    """
+    if path is None:
+        return None
+    if not conf.settings.SESSION_KEEP_QUERY:
+        path = path.split("?", 1)[0]
+    if path.startswith(conf.settings.SESSION_EXCLUDE_PATHS):
+        return None
+    return path
+
+
+def record_events(
+    events: Sequence[Event], visitors: Sequence[tuple[str, float]] = (), names: Mapping[str, str] | None = None
+) -> RecordResult:
+    """Record a validated batch in one round trip: one EVALSHA for all of its last-seen updates,
+    one for its page views (events with a path) and the visitor/active-user updates, one pipeline.
 
     ``visitors`` are anonymous visits, (visitor id as 32 hex digits, ts): they count as visitors
     (first visit, unique visitors) but are not users, so they never enter last seen or actives.
-    Signed-in users' events count as visits of the user's own visitor id.
+    Signed-in users' events count as visits of the user's own visitor id. ``names`` maps user ids
+    to usernames where the caller knows them (the middleware does); the reports sort by them.
     """
     latest: dict[str, float] = {}
+    views: list[PageView] = []
+    names = names or {}
     for event in events:
         ts = round(event.ts, 3)  # the API promises millisecond precision
         if ts > latest.get(event.user, -1.0):
             latest[event.user] = ts
+        path = page_path(event.path)
+        if path is not None:
+            views.append(PageView(user=event.user, path=path, ts=ts, name=names.get(event.user)))
     if not latest and not visitors:
         return RecordResult(accepted=0, last_seen_updated=0)
     now = clock.now()
     pipe = Pipeline(get_client())
     moved_at = last_seen_store.queue_update(pipe, latest, now) if latest else None
+    started_at = None
+    if views:
+        started_at = sessions_store.queue_record(
+            pipe, views, conf.settings.SESSION_WINDOW, conf.settings.SESSION_MAX_PAGES, conf.settings.PAGE_STATS_DAYS
+        )
     actives = {(event.user, visitors_store.day_of(event.ts)) for event in events}
     visits = {(visitors_store.user_visitor_id(user), day) for user, day in actives}
     visits.update((bytes.fromhex(visitor), visitors_store.day_of(ts)) for visitor, ts in visitors)
@@ -60,7 +95,35 @@ def record_events(events: Sequence[Event], visitors: Sequence[tuple[str, float]]
         accepted=len(events) + len(visitors),
         last_seen_updated=0 if moved_at is None else results[moved_at],
         new_visitors=visitors_store.total(results, new_at),
+        sessions_started=0 if started_at is None else results[started_at],
     )
+
+
+def session_page(user: str, page: int = 1, page_size: int = 20) -> SessionPage | None:
+    """One page of the user's current navigation session, most recent first; None when the user has
+    no live session. One round trip; reads only that page (LRANGE), never the whole list."""
+    return sessions_store.page(get_client(), user, page, page_size)
+
+
+def current_session(user: str) -> list[tuple[str, float]]:
+    """Every page of the user's current session as (path, ts), most recent first; [] when none."""
+    found = sessions_store.page(get_client(), user, 1, conf.settings.SESSION_MAX_PAGES)
+    return [] if found is None else found.views
+
+
+def sessions_started(day: date) -> int:
+    """Navigation sessions started on ``day`` (UTC), while its statistics are kept."""
+    return sessions_store.day_counts(get_client(), day)[0]
+
+
+def page_views(day: date) -> int:
+    """Page views recorded on ``day`` (UTC), while its statistics are kept."""
+    return sessions_store.day_counts(get_client(), day)[1]
+
+
+def top_paths(day: date, n: int = 10) -> list[tuple[str, int]]:
+    """The ``n`` most viewed paths on ``day`` (UTC) with their view counts, most viewed first."""
+    return sessions_store.top_paths(get_client(), day, n)
 
 
 def last_seen(user: str) -> LastSeen | None:
@@ -88,6 +151,44 @@ def online_page(
     """A page of online users, most recent first, continuing after the (ts, user) ``after``."""
     within = conf.settings.ONLINE_WINDOW if within is None else within
     return last_seen_store.page_since(get_client(), clock.now() - within, limit, after)
+
+
+def _report_settings() -> reports_store.Settings:
+    return reports_store.Settings(
+        ttl_ms=int(conf.settings.REPORT_TTL * 1000),
+        stale_ms=int(conf.settings.REPORT_STALE * 1000),
+        wait_s=conf.settings.REPORT_WAIT,
+        top=conf.settings.REPORT_TOP,
+        step_s=conf.settings.REDIS_TIMEOUT * 0.8,
+        read_window_s=conf.settings.REPORT_READ_WINDOW,
+    )
+
+
+def report_catalogue() -> list[tuple[str, str]]:
+    """(name, one-line description) of every report."""
+    return [(report.name, report.description) for report in reports_store.REGISTRY.values()]
+
+
+def report_page(name: str, period: str = "day", page: int = 1, page_size: int = 50) -> tuple[ReportSnapshot, str]:
+    """A page of a cached report and ``hit``, ``stale`` or ``miss``. A hit is one round trip; only
+    the client holding the rebuild lock runs SORT, whatever the number of concurrent readers.
+    Raises KeyError for an unknown report name."""
+    report = reports_store.REGISTRY[name]
+    return reports_store.get_page(get_client(), report, period, clock.now(), page, page_size, _report_settings())
+
+
+def refresh_reports() -> int:
+    """Rebuild the reports read within ``ACTIVITY_REPORT_READ_WINDOW`` whose fresh copy has less than
+    two refresh intervals left, so their readers keep hitting the cache; returns how many were built.
+    Each rebuild takes the report's lock, so two beat instances never both run its SORT."""
+    client, cfg, now = get_client(), _report_settings(), clock.now()
+    margin_ms = 2 * conf.settings.REPORT_REFRESH_INTERVAL * 1000
+    built = 0
+    for report, period in reports_store.read_recently(client, now - conf.settings.REPORT_READ_WINDOW):
+        if reports_store.fresh_for_ms(client, report, period, now, cfg) > margin_ms:
+            continue
+        built += reports_store.build_unless_fresh(client, report, period, now, cfg, margin_ms) == "built"
+    return built
 
 
 def health() -> dict[str, str]:

@@ -6,20 +6,9 @@ from datetime import date, timedelta
 from typing import Any
 
 from celery import shared_task
-from celery.schedules import crontab
 
 from activity import audience
 from activity.store.client import UNAVAILABLE
-
-# Beat entries (the lead merges them into the schedule). Five minutes after midnight UTC, so late
-# events of the day are in; a second pass at 01:05 harvests stragglers (reruns only add).
-ROLLUP_BEAT: dict[str, dict[str, Any]] = {
-    "activity-rollup-previous-day": {
-        "task": "activity.rollup_day",
-        "schedule": crontab(minute=5, hour="0,1"),
-        "options": {"expires": 3600},
-    },
-}
 
 
 @shared_task(

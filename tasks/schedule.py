@@ -1,5 +1,6 @@
 """The Celery beat schedule, built from settings. ``project/celery.py`` installs it.
 
+It names tasks by string and imports no task module: Celery builds it before Django is set up.
 Each part of the service contributes a function returning its entries; ``beat_schedule`` merges
 them, so adding a job is one function plus one line in ``PARTS``. Every entry expires after its
 interval: a worker that was down does not come back to a pile of stale runs.
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from celery.schedules import crontab
 
 from activity import conf
 
@@ -27,15 +30,25 @@ def maintenance() -> dict[str, dict[str, Any]]:
 
 
 def rollup() -> dict[str, dict[str, Any]]:
-    from tasks.rollup import ROLLUP_BEAT
+    # Five minutes after midnight UTC, so late events of the day are in; a second pass at 01:05
+    # harvests stragglers (reruns only add).
+    return {
+        "activity-rollup-previous-day": {
+            "task": "activity.rollup_day",
+            "schedule": crontab(minute=5, hour="0,1"),
+            "options": {"expires": 3600},
+        }
+    }
 
-    return ROLLUP_BEAT
+
+def reports() -> dict[str, dict[str, Any]]:
+    return {"refresh-reports": every("activity.refresh_reports", conf.settings.REPORT_REFRESH_INTERVAL)}
 
 
-PARTS: list[Callable[[], dict[str, dict[str, Any]]]] = [maintenance, rollup]
+PARTS: list[Callable[[], dict[str, dict[str, Any]]]] = [maintenance, rollup, reports]
 
 # Modules holding scheduled tasks, for ``app.conf.imports``.
-TASK_MODULES = ["tasks.maintenance", "tasks.reengagement", "tasks.rollup"]
+TASK_MODULES = ["tasks.maintenance", "tasks.reengagement", "tasks.rollup", "tasks.reports"]
 
 
 def beat_schedule() -> dict[str, dict[str, Any]]:

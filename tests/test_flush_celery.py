@@ -181,9 +181,9 @@ def task_results(redis_client) -> list[dict]:
 
 def test_two_workers_and_two_beats_never_overlap_and_never_go_back(redis_client, tmp_path):
     users, rng, base = 5_000, random.Random(7), time.time() - 7200
-    # Small batches make each flush run long enough (many transactions) for the beats' ticks to collide.
+    # Runs must end within a tick or two (so each job runs several times) while two beats send every tick.
     schedule = {"ACTIVITY_FLUSH_INTERVAL": "1", "ACTIVITY_PRUNE_INTERVAL": "1", "ACTIVITY_SWEEP_INTERVAL": "1"}
-    schedule["ACTIVITY_FLUSH_BATCH"] = "10"
+    schedule["ACTIVITY_FLUSH_BATCH"] = "200"
     procs = [worker(name, tmp_path, **schedule) for name in ("w1", "w2")]
     procs += [beat(name, tmp_path, **schedule) for name in ("beat1", "beat2")]
     snapshots = []

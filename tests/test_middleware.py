@@ -9,6 +9,7 @@ from activity.middleware import fail_open
 from activity.store import keys
 from project.redis_server import free_port
 from tests.redis_counts import CommandDelta
+from tests.redis_probe import probe
 
 pytestmark = [pytest.mark.urls("tests.pages"), pytest.mark.django_db]
 
@@ -20,33 +21,32 @@ def browser(member) -> Client:
     return client
 
 
-def _round_trips(redis_client, send) -> dict:
-    """Commands the request sent on its own connection (scripts' inner commands excluded)."""
+def test_excluded_paths_cost_nothing(browser, redis_client):
     with CommandDelta(redis_client) as delta:
-        send()
-    return {name: calls for name, calls in delta.calls.items() if name in {"evalsha", "eval", "multi", "exec"}}
-
-
-def test_tracked_page_costs_one_round_trip(browser, member, redis_client):
-    browser.get("/pricing")  # warm: connection open, script loaded
-    calls = _round_trips(redis_client, lambda: browser.get("/pricing"))
-    assert sum(calls.values()) == 1, calls
-    assert redis_client.zscore(keys.last_seen(), str(member.pk)) is not None
-
-
-@pytest.mark.parametrize("path", ["/static/app.css", "/healthz"])
-def test_excluded_paths_cost_nothing(browser, redis_client, path):
-    with CommandDelta(redis_client) as delta:
-        browser.get(path)
-    delta.calls.pop("ping", None)  # /healthz pings Redis itself
+        browser.get("/static/app.css")
     assert delta.calls == {}
+
+
+def test_healthz_is_not_tracked(browser, redis_client):
+    with CommandDelta(redis_client) as delta:
+        browser.get("/healthz")
+    assert delta.calls["evalsha"] == 0  # it reads Redis (ping, flush status) but records nothing
     assert redis_client.exists(keys.last_seen()) == 0
 
 
-def test_anonymous_costs_nothing(redis_client, db):
-    with CommandDelta(redis_client) as delta:
+def test_anonymous_without_consent_costs_nothing(redis_client, db):
+    with override_settings(ACTIVITY_VISITOR_COOKIES=False), CommandDelta(redis_client) as delta:
         assert Client().get("/pricing").status_code == 200
     assert delta.calls == {}
+
+
+def test_anonymous_visit_is_one_round_trip_and_never_a_user(redis_client, db):
+    visitor = Client()
+    visitor.get("/pricing")
+    with probe(redis_client) as seen:
+        visitor.get("/pricing")
+    assert (seen.client_sends, seen.server_reads) == (1, 1)
+    assert redis_client.exists(keys.last_seen()) == 0
 
 
 def test_error_responses_are_not_tracked(browser, redis_client):

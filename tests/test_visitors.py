@@ -21,8 +21,8 @@ from activity.store import keys
 from activity.store import visitors as store
 from activity.store.client import get_client
 from activity.store.scripts import Pipeline
-from tasks.rollup import ROLLUP_BEAT
 from tasks.rollup import rollup_day as rollup_task
+from tasks.schedule import rollup as rollup_schedule
 
 NOON = datetime(2026, 11, 23, 12, tzinfo=UTC).timestamp()
 DAY = 86400
@@ -232,7 +232,7 @@ def test_rollup_refuses_future_and_expired_days(at):
 
 
 def test_rollup_beat_runs_after_midnight_utc_and_expires():
-    for entry in ROLLUP_BEAT.values():
+    for entry in rollup_schedule().values():
         assert entry["task"] == "activity.rollup_day"
         assert entry["schedule"].minute == {5}
         assert entry["options"]["expires"] <= 3600

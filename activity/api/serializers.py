@@ -9,6 +9,7 @@ from rest_framework import serializers
 from activity import conf
 from activity.api.pagination import decode_cursor
 from activity.events import Event, InvalidValue, clean_path, clean_ts, clean_user, iso
+from activity.store.reports import PERIODS
 
 
 class _CleanedField(serializers.Field):
@@ -85,9 +86,20 @@ class OnlinePageSerializer(serializers.Serializer):
     results = OnlineUserSerializer(many=True)
 
 
-class OnlineQuerySerializer(serializers.Serializer):
-    within = serializers.IntegerField(min_value=1, max_value=86400, required=False)
+class _PageSizeSerializer(serializers.Serializer):
+    """``page_size`` between 1 and ``ACTIVITY_MAX_PAGE_SIZE`` (read per request, not at import)."""
+
     page_size = serializers.IntegerField(min_value=1, required=False, default=50)
+
+    def validate_page_size(self, value: int) -> int:
+        limit = conf.settings.MAX_PAGE_SIZE
+        if value > limit:
+            raise serializers.ValidationError(f"Ensure this value is less than or equal to {limit}.")
+        return value
+
+
+class OnlineQuerySerializer(_PageSizeSerializer):
+    within = serializers.IntegerField(min_value=1, max_value=86400, required=False)
     cursor = serializers.CharField(required=False)
 
     def validate_cursor(self, value: str) -> tuple[float, str]:
@@ -95,12 +107,6 @@ class OnlineQuerySerializer(serializers.Serializer):
             return decode_cursor(value)
         except InvalidValue as error:
             raise serializers.ValidationError(str(error)) from None
-
-    def validate_page_size(self, value: int) -> int:
-        limit = conf.settings.MAX_PAGE_SIZE
-        if value > limit:
-            raise serializers.ValidationError(f"Ensure this value is less than or equal to {limit}.")
-        return value
 
 
 class PeriodCountsSerializer(serializers.Serializer):
@@ -121,3 +127,60 @@ class StatsSerializer(serializers.Serializer):
     new_visitors = DayCountSerializer(help_text="Visitors whose first visit ever was today.")
     unique_visitors = PeriodCountsSerializer(help_text="Distinct visitors (HyperLogLog estimate).")
     day = serializers.DateField(help_text="The UTC day the figures are for.")
+
+
+class PageQuerySerializer(_PageSizeSerializer):
+    """``?page=&page_size=`` of page-numbered lists (DRF's PageNumberPagination parameters)."""
+
+    page = serializers.IntegerField(min_value=1, required=False, default=1)
+
+
+class SessionQuerySerializer(PageQuerySerializer):
+    page_size = serializers.IntegerField(min_value=1, required=False, default=20)
+
+
+class ReportQuerySerializer(PageQuerySerializer):
+    period = serializers.ChoiceField(choices=PERIODS, required=False, default="day")
+
+
+class ReportInfoSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+
+
+class ReportListSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = ReportInfoSerializer(many=True)
+
+
+class ReportRowSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    user = serializers.CharField()
+    name = serializers.CharField()
+    views = serializers.IntegerField()
+
+
+class ReportPageSerializer(serializers.Serializer):
+    report = serializers.CharField()
+    period = serializers.CharField()
+    generated_at = serializers.CharField()
+    expires_in = serializers.FloatField()
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = ReportRowSerializer(many=True)
+
+
+class PageViewSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    ts = serializers.FloatField()
+    at = serializers.CharField()
+
+
+class SessionPageSerializer(serializers.Serializer):
+    user = serializers.CharField()
+    expires_in = serializers.FloatField()
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = PageViewSerializer(many=True)

@@ -6,8 +6,11 @@ from activity.api import views
 urlpatterns = [
     path("events/", views.EventsView.as_view(), name="events"),
     path("users/<str:user>/last-seen/", views.LastSeenView.as_view(), name="last-seen"),
+    path("users/<str:user>/session/", views.SessionView.as_view(), name="session"),
     path("online/", views.OnlineView.as_view(), name="online"),
     path("stats/", views.StatsView.as_view(), name="stats"),
+    path("reports/", views.ReportListView.as_view(), name="reports"),
+    path("reports/<str:name>/", views.ReportView.as_view(), name="report"),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[]), name="docs"),
 ]

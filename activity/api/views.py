@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from activity import audience, clock, conf, services
 from activity.api import serializers as s
-from activity.api.pagination import next_link
+from activity.api.pagination import next_link, page_links
 from activity.api.permissions import CanIngest, IsStaffOrSelf
 from activity.events import InvalidValue, clean_user, iso
 
@@ -88,3 +88,75 @@ class StatsView(APIView):
     @extend_schema(responses={200: s.StatsSerializer})
     def get(self, request: Request) -> Response:
         return Response(audience.stats().as_api())
+
+
+class SessionView(APIView):
+    permission_classes = [IsStaffOrSelf]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("page", int, description="1-based; page 1 holds the most recent pages."),
+            OpenApiParameter("page_size", int, description="1..ACTIVITY_MAX_PAGE_SIZE; default 20."),
+        ],
+        responses={200: s.SessionPageSerializer},
+    )
+    def get(self, request: Request, user: str) -> Response:
+        user = user_from_url(user)
+        query = s.SessionQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        page, size = query.validated_data["page"], query.validated_data["page_size"]
+        found = services.session_page(user, page, size)
+        if found is None:
+            raise NotFound("This user has no live navigation session.")
+        following, previous = page_links(request, page, size, found.count)
+        return Response(
+            {
+                "user": user,
+                "expires_in": found.expires_in,
+                "count": found.count,
+                "next": following,
+                "previous": previous,
+                "results": [{"path": path, "ts": ts, "at": iso(ts)} for path, ts in found.views],
+            }
+        )
+
+
+class ReportListView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(operation_id="reports_list", responses={200: s.ReportListSerializer})
+    def get(self, request: Request) -> Response:
+        reports = [{"name": name, "description": text} for name, text in services.report_catalogue()]
+        return Response({"count": len(reports), "results": reports})
+
+
+class ReportView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("period", str, enum=["day", "week"], description="UTC day (default) or ISO week."),
+            OpenApiParameter("page", int),
+            OpenApiParameter("page_size", int, description="1..ACTIVITY_MAX_PAGE_SIZE; default 50."),
+        ],
+        responses={200: s.ReportPageSerializer},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        if name not in dict(services.report_catalogue()):
+            raise NotFound("No such report; GET /api/v1/reports/ lists them.")
+        query = s.ReportQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        period, page, size = (query.validated_data[field] for field in ("period", "page", "page_size"))
+        found, cache = services.report_page(name, period, page, size)
+        following, previous = page_links(request, page, size, found.count)
+        body = {
+            "report": name,
+            "period": period,
+            "generated_at": iso(found.generated_at),
+            "expires_in": found.expires_in,
+            "count": found.count,
+            "next": following,
+            "previous": previous,
+            "results": found.rows,
+        }
+        return Response(body, headers={"X-Cache": cache})

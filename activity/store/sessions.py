@@ -1,0 +1,98 @@
+"""Navigation sessions and page-view statistics: one EVALSHA per batch, lists read by LRANGE."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+
+import redis
+
+from activity.store import keys
+from activity.store.scripts import LuaScript, Pipeline
+
+SESSION_RECORD = LuaScript("session_record")
+DAY = 86400
+
+
+@dataclass(frozen=True, slots=True)
+class PageView:
+    user: str
+    path: str
+    ts: float
+    name: str | None = None  # the username, when the caller knows it (the middleware does)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    count: int  # pages in the whole session
+    expires_in: float  # seconds until the session ends unless the user views another page
+    views: list[tuple[str, float]]  # (path, ts), most recent first
+
+
+def day_name(day: date) -> str:
+    """A day as the per-day keys name it: ``YYYYMMDD``."""
+    return day.strftime("%Y%m%d")
+
+
+def day_of(ts: float) -> str:
+    """The UTC day of ``ts`` as the per-day keys name it."""
+    return day_name(datetime.fromtimestamp(ts, UTC).date())
+
+
+def week_of(ts: float) -> str:
+    """The ISO week (UTC) of ``ts`` as the per-week keys name it: ``YYYYWww``."""
+    year, week, _ = datetime.fromtimestamp(ts, UTC).isocalendar()
+    return f"{year}W{week:02d}"
+
+
+def queue_record(pipe: Pipeline, views: Sequence[PageView], window_s: int, max_pages: int, stats_days: int) -> int:
+    """Queue one EVALSHA recording every view of the batch; returns its reply index (sessions started)."""
+    script_keys: list[str] = []
+    args: list[str | int] = [int(window_s * 1000), int(max_pages), stats_days * DAY, (stats_days + 7) * DAY]
+    for view in views:
+        day, week = f"d:{day_of(view.ts)}", f"w:{week_of(view.ts)}"
+        script_keys += [
+            keys.session(view.user),
+            keys.user_views(day, view.user),
+            keys.user_views(week, view.user),
+            keys.display_name(view.user),
+            keys.sessions_started(day_of(view.ts)),
+            keys.page_views(day_of(view.ts)),
+            keys.path_views(day_of(view.ts)),
+            keys.viewers(day),
+            keys.viewers(week),
+        ]
+        entry = json.dumps({"path": view.path, "ts": view.ts}, separators=(",", ":"))
+        args += [view.user, entry, view.path, view.name or ""]
+    return pipe.script(SESSION_RECORD, script_keys, args)
+
+
+def page(client: redis.Redis, user: str, number: int, size: int) -> SessionPage | None:
+    """Page ``number`` (1-based) of the session, most recent first: one MULTI of LLEN, PTTL and one
+    LRANGE of just that page, so the count, the TTL and the rows describe the same list."""
+    pipe = client.pipeline(transaction=True)
+    key = keys.session(user)
+    pipe.llen(key)
+    pipe.pttl(key)
+    # Newest entries are on the right: page 1 is the last ``size`` entries, reversed. A start
+    # before the head is clamped by Redis, so the last page holds just what remains.
+    pipe.lrange(key, -number * size, -(number - 1) * size - 1)
+    count, pttl, rows = pipe.execute()
+    if count == 0:
+        return None
+    views = [(item["path"], item["ts"]) for item in map(json.loads, reversed(rows))]
+    return SessionPage(count=count, expires_in=max(pttl, 0) / 1000, views=views)
+
+
+def day_counts(client: redis.Redis, day: date) -> tuple[int, int]:
+    """(sessions started, page views) on ``day``; one round trip."""
+    started, views = client.mget(keys.sessions_started(day_name(day)), keys.page_views(day_name(day)))
+    return int(started or 0), int(views or 0)
+
+
+def top_paths(client: redis.Redis, day: date, n: int) -> list[tuple[str, int]]:
+    """The ``n`` most viewed paths on ``day``, most viewed first (ties: path descending)."""
+    rows = client.zrange(keys.path_views(day_name(day)), 0, n - 1, desc=True, withscores=True)
+    return [(path, int(score)) for path, score in rows]

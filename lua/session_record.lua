@@ -1,0 +1,60 @@
+-- Record a batch of page views: append each to its user's navigation session (RPUSH, LTRIM to the
+-- newest N, PEXPIRE to the session window) and count views, sessions started, paths and viewers.
+-- A view whose RPUSH answers 1 began a new list, so it began a new session.
+--
+-- KEYS     9 per view, in this order:
+--          1 the user's session list            2 the user's views that day (string)
+--          3 the user's views that week (string) 4 the user's display name (string)
+--          5 sessions started that day (string)  6 page views that day (string)
+--          7 views per path that day (zset)      8 users with views that day (set)
+--          9 users with views that week (set)
+-- ARGV[1]  session window, milliseconds
+-- ARGV[2]  pages kept per session (N >= 1)
+-- ARGV[3]  TTL of the per-day keys, seconds
+-- ARGV[4]  TTL of the per-week keys and display names, seconds
+-- ARGV[5..] 4 per view: user id, entry (JSON: path and ts), path, username ('' when unknown: the
+--          user id stands in until a username is known, and never replaces one)
+-- Returns  the number of views that started a new session.
+if #ARGV < 4 or (#ARGV - 4) % 4 ~= 0 or #KEYS ~= 9 * ((#ARGV - 4) / 4) then
+  return redis.error_reply('session_record: expected 4 arguments, then 4 arguments and 9 keys per view')
+end
+local window, keep = tonumber(ARGV[1]), tonumber(ARGV[2])
+local day_ttl, week_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
+if window == nil or window < 1 or keep == nil or keep < 1 or day_ttl == nil or week_ttl == nil then
+  return redis.error_reply('session_record: window, pages kept and TTLs must be positive numbers')
+end
+
+local started = 0
+for view = 0, (#ARGV - 4) / 4 - 1 do
+  local k, a = 9 * view, 4 + 4 * view
+  local user, entry, path, name = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+
+  if redis.call('RPUSH', KEYS[k + 1], entry) == 1 then
+    started = started + 1
+    redis.call('INCR', KEYS[k + 5])
+    redis.call('EXPIRE', KEYS[k + 5], day_ttl)
+  end
+  redis.call('LTRIM', KEYS[k + 1], -keep, -1)
+  redis.call('PEXPIRE', KEYS[k + 1], window)
+
+  redis.call('INCR', KEYS[k + 2])
+  redis.call('EXPIRE', KEYS[k + 2], day_ttl)
+  redis.call('INCR', KEYS[k + 3])
+  redis.call('EXPIRE', KEYS[k + 3], week_ttl)
+  if name == '' then
+    redis.call('SET', KEYS[k + 4], user, 'NX')
+  else
+    redis.call('SET', KEYS[k + 4], name)
+  end
+  redis.call('EXPIRE', KEYS[k + 4], week_ttl)
+
+  redis.call('INCR', KEYS[k + 6])
+  redis.call('EXPIRE', KEYS[k + 6], day_ttl)
+  redis.call('ZINCRBY', KEYS[k + 7], 1, path)
+  redis.call('EXPIRE', KEYS[k + 7], day_ttl)
+  redis.call('SADD', KEYS[k + 8], user)
+  redis.call('EXPIRE', KEYS[k + 8], day_ttl)
+  redis.call('SADD', KEYS[k + 9], user)
+  redis.call('EXPIRE', KEYS[k + 9], week_ttl)
+end
+return started

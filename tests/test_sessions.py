@@ -1,0 +1,283 @@
+"""Navigation sessions: window, cap under concurrency, TTLs, exact counters, paging, one round trip."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from datetime import UTC, datetime
+
+import pytest
+import redis
+from django.http import HttpResponse, JsonResponse
+from django.test import Client, override_settings
+from django.urls import path
+
+from activity import clock, conf, services
+from activity.events import Event
+from activity.store import keys
+from activity.store.scripts import Pipeline
+from activity.store.sessions import SESSION_RECORD
+from tasks.ingest import record_events as record_events_task
+from tests.redis_probe import probe
+
+
+def html_page(request):
+    return HttpResponse("<p>page</p>")
+
+
+def json_page(request):
+    return JsonResponse({"ok": True})
+
+
+urlpatterns = [
+    path("pricing", html_page),
+    path("docs/<str:name>", html_page),
+    path("private/area", html_page),
+    path("data.json", json_page),
+]
+
+
+def today():
+    return datetime.fromtimestamp(clock.now(), UTC).date()
+
+
+def view(user: str, page: str, ts: float | None = None) -> Event:
+    return Event(user=user, ts=clock.now() if ts is None else ts, path=page)
+
+
+def stored(redis_client, user: str) -> list[dict]:
+    return [json.loads(item) for item in redis_client.lrange(keys.session(user), 0, -1)]
+
+
+def assert_every_key_has_a_ttl(redis_client) -> None:
+    for key in redis_client.scan_iter(match=f"{conf.settings.KEY_PREFIX}{keys.PV_TAG}*", count=1000):
+        assert redis_client.ttl(key) > 0, key
+
+
+# --- the window --------------------------------------------------------------------------------
+
+
+@override_settings(ACTIVITY_SESSION_WINDOW=1)
+def test_views_within_the_window_stay_in_one_session_and_a_longer_pause_starts_a_new_one(redis_client):
+    started = [services.record_events([view("u1", "/a")]).sessions_started]
+    time.sleep(0.5)
+    started.append(services.record_events([view("u1", "/b")]).sessions_started)
+    time.sleep(0.5)
+    started.append(services.record_events([view("u1", "/c")]).sessions_started)
+    assert started == [1, 0, 0]
+    assert [e["path"] for e in stored(redis_client, "u1")] == ["/a", "/b", "/c"]
+    assert 0 < redis_client.pttl(keys.session("u1")) <= 1000
+
+    time.sleep(1.5)
+    assert services.session_page("u1") is None
+    assert services.record_events([view("u1", "/d")]).sessions_started == 1
+    assert [e["path"] for e in stored(redis_client, "u1")] == ["/d"]
+    assert services.sessions_started(today()) == 2
+    assert services.page_views(today()) == 4
+
+
+# --- the cap and TTLs under concurrency ----------------------------------------------------------
+
+
+@override_settings(ACTIVITY_SESSION_MAX_PAGES=10)
+def test_cap_holds_under_concurrency_and_the_list_never_lacks_a_ttl(redis_client):
+    threads_n, views_n = 20, 15
+    barrier = threading.Barrier(threads_n + 1)
+    stop = threading.Event()
+    ttls: list[int] = []
+
+    def push(t: int) -> None:
+        barrier.wait()
+        for i in range(views_n):
+            services.record_events([view("hot", f"/t{t}/{i:02d}")])
+
+    def watch() -> None:
+        barrier.wait()
+        while not stop.is_set():
+            ttls.append(redis_client.pttl(keys.session("hot")))
+
+    workers = [threading.Thread(target=push, args=(t,)) for t in range(threads_n)]
+    watcher = threading.Thread(target=watch)
+    for thread in [*workers, watcher]:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    stop.set()
+    watcher.join()
+
+    entries = stored(redis_client, "hot")
+    assert len(entries) == 10
+    # The newest 10 in arrival order: each thread's kept pages are the tail of what it sent, in order.
+    by_thread: dict[str, list[int]] = {}
+    for entry in entries:
+        _, thread_name, seq = entry["path"].split("/")
+        by_thread.setdefault(thread_name, []).append(int(seq))
+    for seqs in by_thread.values():
+        assert seqs == list(range(views_n - len(seqs), views_n))
+    assert -1 not in ttls  # the list existed without a TTL at no moment the watcher saw
+    assert 0 < redis_client.pttl(keys.session("hot")) <= conf.settings.SESSION_WINDOW * 1000
+    assert services.page_views(today()) == threads_n * views_n
+    assert services.sessions_started(today()) == 1
+    assert_every_key_has_a_ttl(redis_client)
+
+
+def test_counters_match_a_concurrent_burst_exactly(redis_client):
+    services.record_events([view("old0", "/warm"), view("old1", "/warm")])  # two live sessions already
+    users = [f"old{i}" for i in range(2)] + [f"new{i}" for i in range(6)]
+    pages = ["/", "/pricing", "/docs/a", "/docs/b"]
+    threads_n, batches = 8, 10
+    barrier = threading.Barrier(threads_n)
+    started = Counter()
+
+    def burst(t: int) -> None:
+        barrier.wait()
+        for b in range(batches):
+            batch = [view(users[(t + b + i) % len(users)], pages[(t * b + i) % len(pages)]) for i in range(5)]
+            started[t] += services.record_events(batch).sessions_started
+
+    workers = [threading.Thread(target=burst, args=(t,)) for t in range(threads_n)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+
+    sent = Counter()
+    for t in range(threads_n):
+        for b in range(batches):
+            for i in range(5):
+                sent[pages[(t * b + i) % len(pages)]] += 1
+    sent["/warm"] += 2
+    assert sum(started.values()) == 6  # only the six users without a live session started one
+    assert services.sessions_started(today()) == 8
+    assert services.page_views(today()) == sum(sent.values())
+    assert dict(services.top_paths(today(), 10)) == dict(sent)
+    assert services.top_paths(today(), 2) == sorted(sent.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:2]
+    assert_every_key_has_a_ttl(redis_client)
+
+
+def test_the_script_checks_its_argument_counts(redis_client):
+    pipe = Pipeline(redis_client)
+    pipe.script(SESSION_RECORD, [keys.session("x")], [60000, 50, 10, 10, "x", "{}", "/"])
+    with pytest.raises(redis.ResponseError, match="9 keys per view"):
+        pipe.execute()
+    assert redis_client.exists(keys.session("x")) == 0
+
+
+# --- what gets recorded ---------------------------------------------------------------------------
+
+
+@override_settings(ACTIVITY_SESSION_EXCLUDE_PATHS=("/private/",))
+def test_query_strings_are_dropped_and_excluded_prefixes_never_recorded(redis_client):
+    services.record_events([view("u", "/a?token=secret"), view("u", "/private/x"), view("u", "/b")])
+    assert [e["path"] for e in stored(redis_client, "u")] == ["/a", "/b"]
+    assert services.page_views(today()) == 2
+    with override_settings(ACTIVITY_SESSION_KEEP_QUERY=True):
+        services.record_events([view("u", "/c?q=1")])
+    assert stored(redis_client, "u")[-1]["path"] == "/c?q=1"
+
+
+def test_ingest_api_and_task_record_page_views_only_for_events_with_a_path(staff_api, redis_client):
+    now = clock.now()
+    body = {"events": [{"user": "7", "ts": now, "path": "/pricing"}, {"user": "7", "ts": now}]}
+    assert staff_api.post("/api/v1/events/", body, format="json").status_code == 202
+    record_events_task([{"user": "7", "ts": now + 0.5, "path": "/docs/a"}])
+    assert [(e["path"], e["ts"]) for e in stored(redis_client, "7")] == [
+        ("/pricing", round(now, 3)),
+        ("/docs/a", round(now + 0.5, 3)),
+    ]
+    assert redis_client.get(keys.display_name("7")) == "7"  # no username known: the id stands in
+
+
+# --- the middleware -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def browser(member) -> Client:
+    client = Client()
+    client.force_login(member)
+    return client
+
+
+@pytest.mark.urls(__name__)
+@override_settings(ACTIVITY_SESSION_EXCLUDE_PATHS=("/private/",))
+def test_middleware_records_html_gets_only(browser, member, redis_client):
+    browser.get("/pricing?utm=x")
+    browser.get("/data.json")
+    browser.post("/pricing")
+    browser.get("/private/area")
+    browser.get("/missing")
+    assert [e["path"] for e in stored(redis_client, str(member.pk))] == ["/pricing"]
+    assert redis_client.get(keys.display_name(str(member.pk))) == member.get_username()
+    with override_settings(ACTIVITY_SESSION_CONTENT_TYPES=()):
+        browser.get("/data.json")
+    assert stored(redis_client, str(member.pk))[-1]["path"] == "/data.json"
+
+
+@pytest.mark.urls(__name__)
+def test_a_tracked_page_view_still_costs_one_round_trip(browser, member, redis_client):
+    browser.get("/pricing")  # warm: connection open, scripts loaded
+    browser.get("/data.json")
+    with probe(redis_client) as last_seen_only:
+        browser.get("/data.json")
+    with probe(redis_client) as with_session:
+        browser.get("/pricing")
+    assert last_seen_only.client_sends == with_session.client_sends == 1
+    assert last_seen_only.server_reads == with_session.server_reads == 1
+    # Inside that one round trip: the last-seen and first-visit EVALSHAs, plus one for the page view.
+    assert last_seen_only.commands["evalsha"] == 2
+    assert with_session.commands["evalsha"] == 3
+    assert with_session.commands["multi"] == with_session.commands["exec"] == 0
+    assert len(stored(redis_client, str(member.pk))) == 2
+
+
+def test_probe_of_nothing_counts_nothing(redis_client):
+    with probe(redis_client) as nothing:
+        pass
+    assert (nothing.client_sends, nothing.server_reads, sum(nothing.commands.values())) == (0, 0, 0)
+
+
+# --- the API --------------------------------------------------------------------------------------
+
+
+def test_session_pages_cover_every_view_once_most_recent_first(staff_api, redis_client):
+    base = clock.now() - 30
+    services.record_events([view("42", f"/p{i}", base + i) for i in range(23)])
+    url, seen, visited = "/api/v1/users/42/session/?page_size=5", [], []
+    while url:
+        answer = staff_api.get(url)
+        visited.append(answer.wsgi_request.build_absolute_uri())
+        assert answer.status_code == 200, answer.data
+        assert answer.data["count"] == 23 and answer.data["user"] == "42"
+        assert 0 < answer.data["expires_in"] <= conf.settings.SESSION_WINDOW
+        assert answer.data["previous"] == (visited[-2] if len(visited) > 1 else None)
+        assert all(row["at"].endswith("Z") for row in answer.data["results"])
+        seen += [row["path"] for row in answer.data["results"]]
+        url = answer.data["next"]
+    assert len(visited) == 5
+    assert seen == [f"/p{i}" for i in range(22, -1, -1)]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [("page_size=0", "page_size"), ("page_size=501", "page_size"), ("page=0", "page"), ("page=x", "page")],
+)
+def test_bad_paging_is_a_400(staff_api, redis_client, query, field):
+    services.record_events([view("42", "/a")])
+    answer = staff_api.get(f"/api/v1/users/42/session/?{query}")
+    assert answer.status_code == 400
+    assert field in answer.data
+
+
+def test_no_live_session_or_page_past_the_end_is_a_404(staff_api, redis_client):
+    assert staff_api.get("/api/v1/users/42/session/").status_code == 404
+    services.record_events([view("42", "/a")])
+    assert staff_api.get("/api/v1/users/42/session/?page=2").status_code == 404
+
+
+def test_users_read_their_own_session_only(member_api, member, redis_client):
+    services.record_events([view(str(member.pk), "/mine"), view("someone", "/theirs")])
+    mine = member_api.get(f"/api/v1/users/{member.pk}/session/")
+    assert mine.status_code == 200 and mine.data["results"][0]["path"] == "/mine"
+    assert member_api.get("/api/v1/users/someone/session/").status_code == 403

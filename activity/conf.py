@@ -29,6 +29,10 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_TRACK_MAX_STATUS": 399,
     "ACTIVITY_TRACK_EXCLUDE_PATHS": ("/static/", "/media/", "/healthz", "/favicon.ico"),
     "ACTIVITY_MAX_PAGE_SIZE": 500,
+    # Group views (GET /api/v1/groups/<id>/members/): lifetime, and how live updates reach them.
+    "ACTIVITY_GROUP_VIEW_TTL": 300,
+    "ACTIVITY_GROUP_VIEW_STRATEGY": "lua",
+    "ACTIVITY_GROUP_VIEW_TTL_MARGIN": 1.0,
 }
 
 _TUPLES = {"ACTIVITY_TRACK_METHODS", "ACTIVITY_TRACK_EXCLUDE_PATHS"}

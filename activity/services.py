@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError, connection
 
-from activity import clock, conf
+from activity import clock, conf, groups
 from activity.events import Event
+from activity.store import groups as group_store
 from activity.store import last_seen as last_seen_store
 from activity.store.client import UNAVAILABLE, get_client
 from activity.store.scripts import Pipeline
@@ -32,7 +33,11 @@ class LastSeen:
 
 
 def record_events(events: Sequence[Event]) -> RecordResult:
-    """Record a validated batch in one round trip (one EVALSHA for all of its last-seen updates)."""
+    """Record a validated batch in one round trip (one EVALSHA for all of its last-seen updates).
+
+    The same round trip reads each user's group index; only when a last seen moved and one of
+    its users belongs to a materialized group view does a second round trip update those views.
+    """
     latest: dict[str, float] = {}
     for event in events:
         ts = round(event.ts, 3)  # the API promises millisecond precision
@@ -42,7 +47,10 @@ def record_events(events: Sequence[Event]) -> RecordResult:
         return RecordResult(accepted=0, last_seen_updated=0)
     pipe = Pipeline(get_client())
     moved_at = last_seen_store.queue_update(pipe, latest, clock.now())
+    groups_at = group_store.queue_groups_of(pipe, latest)
     results = pipe.execute()
+    if results[moved_at]:
+        groups.propagate(latest, {user: results[i] for user, i in zip(latest, groups_at, strict=True) if results[i]})
     return RecordResult(accepted=len(events), last_seen_updated=results[moved_at])
 
 

@@ -110,6 +110,9 @@ for _name in (
     "ACTIVITY_TRACK_EXCLUDE_PATHS",
     "ACTIVITY_THROTTLE_INGEST",
     "ACTIVITY_THROTTLE_READ",
+    "ACTIVITY_GROUP_VIEW_TTL",
+    "ACTIVITY_GROUP_VIEW_STRATEGY",
+    "ACTIVITY_GROUP_VIEW_TTL_MARGIN",
 ):
     if _name in os.environ:
         globals()[_name] = os.environ[_name]

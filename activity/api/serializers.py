@@ -101,3 +101,28 @@ class OnlineQuerySerializer(serializers.Serializer):
         if value > limit:
             raise serializers.ValidationError(f"Ensure this value is less than or equal to {limit}.")
         return value
+
+
+class GroupMembersQuerySerializer(serializers.Serializer):
+    page = serializers.IntegerField(min_value=1, required=False, default=1)
+    page_size = serializers.IntegerField(min_value=1, required=False, default=50)
+
+    def validate_page_size(self, value: int) -> int:
+        limit = conf.settings.MAX_PAGE_SIZE
+        if value > limit:
+            raise serializers.ValidationError(f"Ensure this value is less than or equal to {limit}.")
+        return value
+
+
+class GroupMemberSerializer(serializers.Serializer):
+    user = serializers.CharField()
+    ts = serializers.FloatField(allow_null=True)
+    last_seen = serializers.CharField(allow_null=True)
+
+
+class GroupMembersPageSerializer(serializers.Serializer):
+    group = serializers.IntegerField()
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = GroupMemberSerializer(many=True)

@@ -7,6 +7,7 @@ urlpatterns = [
     path("events/", views.EventsView.as_view(), name="events"),
     path("users/<str:user>/last-seen/", views.LastSeenView.as_view(), name="last-seen"),
     path("online/", views.OnlineView.as_view(), name="online"),
+    path("groups/<str:group_id>/members/", views.GroupMembersView.as_view(), name="group-members"),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[]), name="docs"),
 ]

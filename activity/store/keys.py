@@ -34,3 +34,32 @@ def last_seen_claimed() -> str:
 def lock(name: str) -> str:
     """String: a lock (SET NX PX with a random token). Always has a TTL."""
     return f"{prefix()}lock:{name}"
+
+
+# --- group views: every key tagged {grp}, so one Lua call or MULTI may touch any of them ---------
+# Tagged apart from {ls}: the build reads last seen in its own round trip (see store/groups.py).
+
+
+def group_family() -> str:
+    """SCAN pattern of the group-view family; every key in it has a TTL (``sweep`` removes strays)."""
+    return f"{prefix()}{{grp}}:*"
+
+
+def group_view(group_id: int) -> str:
+    """Sorted set: member = user id, score = last seen (-1 = never seen). TTL GROUP_VIEW_TTL."""
+    return f"{prefix()}{{grp}}:view:{group_id}"
+
+
+def group_view_build(group_id: int, token: str) -> str:
+    """Sorted set: a view being built, RENAMEd over the view when complete. Short TTL."""
+    return f"{prefix()}{{grp}}:build:{group_id}:{token}"
+
+
+def group_epoch(group_id: int) -> str:
+    """String counter bumped on each membership change, so a build that raced one is discarded."""
+    return f"{prefix()}{{grp}}:epoch:{group_id}"
+
+
+def user_groups(user: str) -> str:
+    """Set: ids of the groups of ``user`` whose views were built; TTL outlives those views."""
+    return f"{prefix()}{{grp}}:user:{user}"

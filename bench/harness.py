@@ -1,0 +1,70 @@
+"""What every benchmark shares: a private Redis, Django set up against it, and the results file."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from project.redis_server import PrivateRedis
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def start(prefix: str = "bench:") -> PrivateRedis:
+    """Start a private redis-server and point Django (settings, store client) at it."""
+    server = PrivateRedis().start()
+    os.environ["REDIS_URL"] = server.url
+    os.environ["ACTIVITY_KEY_PREFIX"] = prefix
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    import django
+
+    django.setup()
+    return server
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def percentile(samples: list[float], q: float) -> float:
+    return statistics.quantiles(samples, n=100, method="inclusive")[int(q) - 1] if len(samples) > 1 else samples[0]
+
+
+def write(name: str, results: dict[str, Any], table: list[list[str]], notes: str = "") -> None:
+    """Write bench/results/<name>.json and a Markdown table <name>.md that the README quotes."""
+    RESULTS.mkdir(exist_ok=True)
+    results = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d"), **results}
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+    lines = ["| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
+    lines += ["| " + " | ".join(row) + " |" for row in table[1:]]
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + ("\n\n" + notes if notes else "") + "\n")
+    print("\n".join(lines))
+    if notes:
+        print("\n" + notes)
+
+
+def interleaved(
+    variants: dict[str, tuple[Callable[[], Any], int]], rounds: int, before_each: Callable[[], Any] = lambda: None
+) -> dict[str, float]:
+    """Operations per second of each variant: run A, B, C, A, B, C, ... and keep each one's median.
+
+    Interleaving exposes every variant to the same background load, so the ratios hold on a shared,
+    noisy machine even when absolute rates drift. One untimed warm-up run of each comes first.
+    """
+    for fn, _ in variants.values():
+        before_each()
+        fn()
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, (fn, operations) in variants.items():
+            before_each()
+            samples[name].append(operations / timed(fn))
+    return {name: statistics.median(rates) for name, rates in samples.items()}

@@ -315,3 +315,13 @@ def test_update_landing_between_build_read_and_publish_is_caught_up(db, redis_cl
     page = groups.members_page(group.pk, 0, 10)
     assert raced and page.rows[0] == (users[3], NOW + 50)
     assert view(redis_client, group) == expected_order(redis_client, users)
+
+
+def test_build_and_updates_survive_script_flush(strategy, db, redis_client):
+    """NOSCRIPT (restart, failover) in the build's MULTI or the upsert pipeline is recovered from."""
+    group, users = make_group("g", 3)
+    redis_client.script_flush()
+    assert groups.members_page(group.pk, 0, 10).count == 3
+    redis_client.script_flush()
+    record(users[2], NOW)
+    assert view(redis_client, group)[0] == (users[2], NOW)

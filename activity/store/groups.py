@@ -146,9 +146,10 @@ def drop(client: redis.Redis, group_ids: Iterable[int], removed: Iterable[tuple[
     and take removed members' index entries out. One round trip.
 
     The epoch lives as long as a view (``ttl``) plus slack: far longer than any build, so a build
-    never sees the epoch expire and come back with the value it read.
+    never sees the epoch expire and come back with the value it read. MULTI, so the epoch never
+    exists without its TTL.
     """
-    pipe = client.pipeline(transaction=False)
+    pipe = client.pipeline(transaction=True)
     for group_id in set(group_ids):
         pipe.incr(keys.group_epoch(group_id))
         pipe.expire(keys.group_epoch(group_id), ttl + INDEX_SLACK)

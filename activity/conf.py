@@ -64,6 +64,10 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_REPORT_WAIT": 5.0,
     "ACTIVITY_REPORT_REFRESH_INTERVAL": 15,
     "ACTIVITY_REPORT_READ_WINDOW": 600,
+    # Group views (GET /api/v1/groups/<id>/members/): lifetime, and how live updates reach them.
+    "ACTIVITY_GROUP_VIEW_TTL": 300,
+    "ACTIVITY_GROUP_VIEW_STRATEGY": "lua",
+    "ACTIVITY_GROUP_VIEW_TTL_MARGIN": 1.0,
 }
 
 _TUPLES = {

@@ -12,8 +12,9 @@ from datetime import date
 
 from django.db import DatabaseError, connection
 
-from activity import clock, conf
+from activity import clock, conf, groups
 from activity.events import Event
+from activity.store import groups as group_store
 from activity.store import last_seen as last_seen_store
 from activity.store import reports as reports_store
 from activity.store import sessions as sessions_store
@@ -64,6 +65,9 @@ def record_events(
     (first visit, unique visitors) but are not users, so they never enter last seen or actives.
     Signed-in users' events count as visits of the user's own visitor id. ``names`` maps user ids
     to usernames where the caller knows them (the middleware does); the reports sort by them.
+
+    The same round trip reads each user's group index; only when a last seen moved and one of
+    its users belongs to a materialized group view does a second round trip update those views.
     """
     latest: dict[str, float] = {}
     views: list[PageView] = []
@@ -90,7 +94,10 @@ def record_events(
     visits.update((bytes.fromhex(visitor), visitors_store.day_of(ts)) for visitor, ts in visitors)
     new_at = visitors_store.queue_visits(pipe, visits, now, conf.settings.VISITOR_PARTITION_BITS)
     visitors_store.queue_actives(pipe, actives, now, conf.settings.ACTIVE_BITMAP_MAX_ID)
+    groups_at = group_store.queue_groups_of(pipe, latest)
     results = pipe.execute()
+    if moved_at is not None and results[moved_at]:
+        groups.propagate(latest, {user: results[i] for user, i in zip(latest, groups_at, strict=True) if results[i]})
     return RecordResult(
         accepted=len(events) + len(visitors),
         last_seen_updated=0 if moved_at is None else results[moved_at],

@@ -134,6 +134,9 @@ for _name in (
     "ACTIVITY_VISITOR_PARTITION_BITS",
     "ACTIVITY_ACTIVE_BITMAP_MAX_ID",
     "ACTIVITY_STATS_CACHE_TTL",
+    "ACTIVITY_GROUP_VIEW_TTL",
+    "ACTIVITY_GROUP_VIEW_STRATEGY",
+    "ACTIVITY_GROUP_VIEW_TTL_MARGIN",
 ):
     if _name in os.environ:
         globals()[_name] = os.environ[_name]

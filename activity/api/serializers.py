@@ -184,3 +184,21 @@ class SessionPageSerializer(serializers.Serializer):
     next = serializers.URLField(allow_null=True)
     previous = serializers.URLField(allow_null=True)
     results = PageViewSerializer(many=True)
+
+
+class GroupMembersQuerySerializer(PageQuerySerializer):
+    """``?page=&page_size=`` of a group's members (page_size default 50)."""
+
+
+class GroupMemberSerializer(serializers.Serializer):
+    user = serializers.CharField()
+    ts = serializers.FloatField(allow_null=True)
+    last_seen = serializers.CharField(allow_null=True)
+
+
+class GroupMembersPageSerializer(serializers.Serializer):
+    group = serializers.IntegerField()
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = GroupMemberSerializer(many=True)

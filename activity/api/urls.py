@@ -11,6 +11,7 @@ urlpatterns = [
     path("stats/", views.StatsView.as_view(), name="stats"),
     path("reports/", views.ReportListView.as_view(), name="reports"),
     path("reports/<str:name>/", views.ReportView.as_view(), name="report"),
+    path("groups/<str:group_id>/members/", views.GroupMembersView.as_view(), name="group-members"),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[]), name="docs"),
 ]

@@ -9,9 +9,10 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
-from activity import audience, clock, conf, services
+from activity import audience, clock, conf, groups, services
 from activity.api import serializers as s
 from activity.api.pagination import next_link, page_links
 from activity.api.permissions import CanIngest, IsStaffOrSelf
@@ -160,3 +161,46 @@ class ReportView(APIView):
             "results": found.rows,
         }
         return Response(body, headers={"X-Cache": cache})
+
+
+MAX_GROUP_ID = 2**63 - 1
+
+
+def group_from_url(value: str) -> int:
+    """The ``<group_id>`` URL argument: a positive integer (400 otherwise)."""
+    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_GROUP_ID:
+        raise ValidationError({"group_id": [f"Must be an integer between 1 and {MAX_GROUP_ID}."]})
+    return int(value)
+
+
+class GroupMembersView(APIView):
+    """Members of a Django auth group, most recently seen first, never-seen members last."""
+
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        parameters=[OpenApiParameter("page", int), OpenApiParameter("page_size", int)],
+        responses={200: s.GroupMembersPageSerializer},
+    )
+    def get(self, request: Request, group_id: str) -> Response:
+        group = group_from_url(group_id)
+        query = s.GroupMembersQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        number, size = query.validated_data["page"], query.validated_data["page_size"]
+        page = groups.members_page(group, (number - 1) * size, size)
+        if page is None:
+            raise NotFound("No such group.")
+        url = request.build_absolute_uri()
+        previous = None
+        if number > 1:
+            previous = remove_query_param(url, "page") if number == 2 else replace_query_param(url, "page", number - 1)
+        results = [{"user": user, "ts": ts, "last_seen": None if ts is None else iso(ts)} for user, ts in page.rows]
+        return Response(
+            {
+                "group": group,
+                "count": page.count,
+                "next": replace_query_param(url, "page", number + 1) if number * size < page.count else None,
+                "previous": previous,
+                "results": results,
+            }
+        )

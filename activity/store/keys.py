@@ -50,6 +50,9 @@ def long_lived() -> frozenset[str]:
 SWEEP_TTL_BY_FAMILY: dict[str, int] = {
     "lock:": 0,
     "cache:": 300,
+    # Group views and their indexes always have a TTL; one without is a rogue partial view
+    # (the TTL guard can leave one). Deleting is safe: the next read rebuilds it.
+    "{grp}:": 0,
 }
 
 
@@ -196,3 +199,32 @@ def reports_read() -> str:
     """Sorted set: report = name:period, score = last read time; the refresh job's work list
     (TTL: the read window, renewed by every read)."""
     return f"{prefix()}{PV_TAG}:reports:read"
+
+
+# --- group views: every key tagged {grp}, so one Lua call or MULTI may touch any of them ---------
+# Tagged apart from {ls}: the build reads last seen in its own round trip (see store/groups.py).
+
+
+def group_family() -> str:
+    """SCAN pattern of the group-view family; every key in it has a TTL (``sweep`` deletes strays)."""
+    return f"{prefix()}{{grp}}:*"
+
+
+def group_view(group_id: int) -> str:
+    """Sorted set: member = user id, score = last seen (-1 = never seen). TTL GROUP_VIEW_TTL."""
+    return f"{prefix()}{{grp}}:view:{group_id}"
+
+
+def group_view_build(group_id: int, token: str) -> str:
+    """Sorted set: a view being built, RENAMEd over the view when complete. Short TTL."""
+    return f"{prefix()}{{grp}}:build:{group_id}:{token}"
+
+
+def group_epoch(group_id: int) -> str:
+    """String counter bumped on each membership change, so a build that raced one is discarded."""
+    return f"{prefix()}{{grp}}:epoch:{group_id}"
+
+
+def user_groups(user: str) -> str:
+    """Set: ids of the groups of ``user`` whose views were built; TTL outlives those views."""
+    return f"{prefix()}{{grp}}:user:{user}"

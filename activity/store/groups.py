@@ -1,0 +1,160 @@
+"""Group views: per-group sorted sets (member -> last seen) built on demand, updated only while they exist.
+
+A view is built into a temporary key and published by one script (RENAME + PEXPIRE), so a reader
+sees either no view or a complete one. Live updates never create a view: both strategies write
+with ``ZADD XX GT`` (only members already in the view, only forward) and skip views that are gone
+(the Lua strategy checks EXISTS in the same atomic step; the TTL guard skips views whose TTL is
+within the margin). Never-seen members are stored with score ``NEVER`` so they sort last.
+
+Every key here carries the ``{grp}`` hash tag (see keys.py), so one script or MULTI may touch any
+of them on a Redis Cluster; last seen lives under ``{ls}`` and is read in a separate round trip.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Mapping
+from itertools import islice
+
+import redis
+from django.core.exceptions import ImproperlyConfigured
+
+from activity.store import keys
+from activity.store.scripts import LuaScript, Pipeline
+
+UPSERT = LuaScript("group_view_upsert")
+PUBLISH = LuaScript("group_view_publish")
+
+NEVER = -1.0  # score of a member never seen: below every real epoch time
+STRATEGIES = ("lua", "ttl_guard")
+KEYS_PER_ROUND = 250  # views per script call / per TTL-guard round trip
+BUILD_TTL_MS = 30_000  # a builder that dies leaves its temporary key for at most this long
+INDEX_SLACK = 60  # seconds the user -> groups index outlives the views it points to
+ZADD_CHUNK = 1000
+
+# group id -> {user id: last seen}
+Updates = Mapping[int, Mapping[str, float]]
+
+
+def _chunks(items: Iterable, size: int) -> Iterable[list]:
+    it = iter(items)
+    while batch := list(islice(it, size)):
+        yield batch
+
+
+def read_page(client: redis.Redis, group_id: int, start: int, stop: int) -> tuple[int, list[tuple[str, float]], str]:
+    """(member count, members ranked start..stop most recent first, membership epoch). One round trip.
+
+    A count of 0 means the view does not exist (a group without members has no view either).
+    """
+    view = keys.group_view(group_id)
+    pipe = client.pipeline(transaction=False)
+    pipe.zcard(view)
+    pipe.zrevrange(view, start, stop, withscores=True)
+    pipe.get(keys.group_epoch(group_id))
+    count, rows, epoch = pipe.execute()
+    return count, rows, epoch or ""
+
+
+def epoch(client: redis.Redis, group_id: int) -> str:
+    return client.get(keys.group_epoch(group_id)) or ""
+
+
+def build(client: redis.Redis, group_id: int, scores: Mapping[str, float | None], seen_epoch: str, ttl: int) -> bool:
+    """Materialize a group's view from its members' last seen; False when a membership change raced it.
+
+    One round trip: a MULTI fills a temporary key (with its own TTL), indexes each member's group,
+    and runs the publish script, which renames the temporary key over the view only if the
+    group's epoch is still ``seen_epoch``. Concurrent builders each use their own temporary key,
+    so the last publish wins with an equally complete view.
+    """
+    temp = keys.group_view_build(group_id, secrets.token_hex(8))
+    view_ttl_ms = int(ttl * 1000)
+    pipe = Pipeline(client, transaction=True)
+    for batch in _chunks(scores.items(), ZADD_CHUNK):
+        pipe.zadd(temp, {member: NEVER if score is None else score for member, score in batch})
+        pipe.pexpire(temp, BUILD_TTL_MS)
+    for member in scores:
+        index = keys.user_groups(member)
+        pipe.sadd(index, group_id)
+        pipe.expire(index, ttl + INDEX_SLACK)
+    published_at = pipe.script(
+        PUBLISH, [temp, keys.group_view(group_id), keys.group_epoch(group_id)], [seen_epoch, view_ttl_ms]
+    )
+    return pipe.execute()[published_at] == 1
+
+
+def queue_groups_of(pipe: Pipeline, users: Iterable[str]) -> list[int]:
+    """Queue SMEMBERS of each user's group index; returns the reply indexes, in ``users`` order."""
+    indexes = []
+    for user in users:
+        indexes.append(len(pipe))
+        pipe.smembers(keys.user_groups(user))
+    return indexes
+
+
+def upsert(client: redis.Redis, updates: Updates, strategy: str, margin: float) -> int:
+    """Apply last-seen updates to the views that exist; returns how many (view, member) moved."""
+    if strategy == "lua":
+        return upsert_lua(client, updates)
+    if strategy == "ttl_guard":
+        return upsert_ttl_guard(client, updates, margin)
+    raise ImproperlyConfigured(f"ACTIVITY_GROUP_VIEW_STRATEGY must be one of {STRATEGIES}, not {strategy!r}")
+
+
+def upsert_lua(client: redis.Redis, updates: Updates) -> int:
+    """One EVALSHA (EXISTS + ZADD XX GT, atomic) per KEYS_PER_ROUND views, all in one round trip."""
+    pipe = Pipeline(client)
+    calls = []
+    for batch in _chunks(updates.items(), KEYS_PER_ROUND):
+        args: list[str | int] = []
+        for position, (_, scores) in enumerate(batch, start=1):
+            for member, score in scores.items():
+                args += [position, repr(float(score)), member]
+        if args:
+            calls.append(pipe.script(UPSERT, [keys.group_view(group_id) for group_id, _ in batch], args))
+    if not calls:
+        return 0
+    results = pipe.execute()
+    return sum(results[i] for i in calls)
+
+
+def upsert_ttl_guard(client: redis.Redis, updates: Updates, margin: float) -> int:
+    """Per KEYS_PER_ROUND views: PTTL in one round trip, then ZADD XX GT where TTL > margin in another.
+
+    A view expiring within the margin is skipped (it is about to be rebuilt anyway). A PTTL of -1
+    (a view without TTL) is skipped too: the sweep removes such keys, nothing here feeds them.
+    """
+    margin_ms = margin * 1000
+    moved = 0
+    for batch in _chunks(((g, s) for g, s in updates.items() if s), KEYS_PER_ROUND):
+        pipe = client.pipeline(transaction=False)
+        for group_id, _ in batch:
+            pipe.pttl(keys.group_view(group_id))
+        ttls = pipe.execute()
+        pipe = client.pipeline(transaction=False)
+        for (group_id, scores), ttl in zip(batch, ttls, strict=True):
+            if ttl > margin_ms:
+                pipe.zadd(keys.group_view(group_id), dict(scores), xx=True, gt=True, ch=True)
+        if len(pipe):
+            moved += sum(pipe.execute())
+    return moved
+
+
+def drop(client: redis.Redis, group_ids: Iterable[int], removed: Iterable[tuple[int, str]], ttl: int) -> None:
+    """Membership changed: bump each group's epoch (a build in flight is discarded), delete its view,
+    and take removed members' index entries out. One round trip.
+
+    The epoch lives as long as a view (``ttl``) plus slack: far longer than any build, so a build
+    never sees the epoch expire and come back with the value it read. MULTI, so the epoch never
+    exists without its TTL.
+    """
+    pipe = client.pipeline(transaction=True)
+    for group_id in set(group_ids):
+        pipe.incr(keys.group_epoch(group_id))
+        pipe.expire(keys.group_epoch(group_id), ttl + INDEX_SLACK)
+        pipe.delete(keys.group_view(group_id))
+    for group_id, user in removed:
+        pipe.srem(keys.user_groups(user), group_id)
+    if len(pipe):
+        pipe.execute()

@@ -1,0 +1,327 @@
+"""Group views: exists-only upserts never create partial views, views stay exact, membership and
+sweep keep them honest, and the members API pages, permits and validates per API.md."""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import threading
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+from redis.exceptions import ResponseError
+
+from activity import flush, groups, services
+from activity.events import Event
+from activity.store import groups as store
+from activity.store import keys
+from tests.redis_counts import CommandDelta
+
+STRATEGIES = [
+    pytest.param({"ACTIVITY_GROUP_VIEW_STRATEGY": "lua"}, id="lua"),
+    pytest.param({"ACTIVITY_GROUP_VIEW_STRATEGY": "ttl_guard", "ACTIVITY_GROUP_VIEW_TTL_MARGIN": 0.1}, id="ttl_guard"),
+]
+NOW = 1_790_000_000.0
+
+
+@pytest.fixture(params=STRATEGIES)
+def strategy(request):
+    with override_settings(**request.param):
+        yield request.param["ACTIVITY_GROUP_VIEW_STRATEGY"]
+
+
+def make_group(name: str, size: int, prefix: str | None = None) -> tuple[Group, list[str]]:
+    group = Group.objects.create(name=name)
+    users = get_user_model().objects.bulk_create(
+        get_user_model()(username=f"{prefix or name}-{i}") for i in range(size)
+    )
+    group.user_set.add(*users)
+    return group, [str(u.pk) for u in users]
+
+
+def record(user: str, ts: float) -> None:
+    services.record_events([Event(user=user, ts=ts)])
+
+
+def view(redis_client, group: Group) -> list[tuple[str, float]]:
+    return redis_client.zrevrange(keys.group_view(group.pk), 0, -1, withscores=True)
+
+
+def expected_order(redis_client, members: list[str]) -> list[tuple[str, float]]:
+    """The members as the last-seen index ranks them (never seen = -1), view order."""
+    scores = redis_client.zmscore(keys.last_seen(), members)
+    rows = [(m, store.NEVER if s is None else s) for m, s in zip(members, scores, strict=True)]
+    return sorted(rows, key=lambda r: (r[1], r[0]), reverse=True)
+
+
+# --- API ------------------------------------------------------------------------------------------
+
+
+def test_members_paged_most_recent_first_never_seen_last(staff_api, redis_client):
+    group, users = make_group("g", 5)
+    for offset, user in enumerate(users[:3]):
+        record(user, NOW + offset)
+    first = staff_api.get(f"/api/v1/groups/{group.pk}/members/?page_size=2").json()
+    assert first["group"] == group.pk and first["count"] == 5 and first["previous"] is None
+    assert [r["user"] for r in first["results"]] == [users[2], users[1]]
+    assert first["results"][0]["ts"] == NOW + 2 and first["results"][0]["last_seen"].endswith("Z")
+    second = staff_api.get(first["next"]).json()
+    assert [r["user"] for r in second["results"]] == [users[0], *sorted(users[3:5], reverse=True)[:1]]
+    third = staff_api.get(second["next"]).json()
+    assert third["next"] is None and "page=2" in third["previous"]
+    never = [r for r in second["results"] + third["results"] if r["ts"] is None]
+    assert {r["user"] for r in never} == set(users[3:]) and all(r["last_seen"] is None for r in never)
+    assert 0 < redis_client.ttl(keys.group_view(group.pk)) <= 300
+
+
+def test_warm_read_is_one_pipeline_and_no_query(db, redis_client, django_assert_num_queries):
+    group, users = make_group("g", 30)
+    record(users[0], NOW)
+    assert groups.members_page(group.pk, 10, 10).count == 30  # cold: builds the view
+    with django_assert_num_queries(0), CommandDelta(redis_client) as delta:
+        page = groups.members_page(group.pk, 10, 10)
+    assert len(page.rows) == 10 and page.count == 30
+    # one ZCARD + one ZREVRANGE + one GET (the epoch), sent as one pipeline; nothing rebuilt
+    assert delta.calls == {"zcard": 1, "zrevrange": 1, "get": 1}
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/api/v1/groups/abc/members/", "group_id"),
+        ("/api/v1/groups/0/members/", "group_id"),
+        ("/api/v1/groups/-3/members/", "group_id"),
+        ("/api/v1/groups/99999999999999999999/members/", "group_id"),
+        ("/api/v1/groups/{pk}/members/?page=0", "page"),
+        ("/api/v1/groups/{pk}/members/?page=x", "page"),
+        ("/api/v1/groups/{pk}/members/?page_size=0", "page_size"),
+        ("/api/v1/groups/{pk}/members/?page_size=100000", "page_size"),
+    ],
+)
+def test_bad_input_is_400_and_writes_nothing(staff_api, redis_client, path, field):
+    group, _ = make_group("g", 3)
+    response = staff_api.get(path.format(pk=group.pk))
+    assert response.status_code == 400
+    assert field in response.json() and isinstance(response.json()[field], list)
+    assert list(redis_client.scan_iter(match=keys.group_family())) == []
+
+
+def test_permissions_and_unknown_group(staff_api, member_api, redis_client):
+    from rest_framework.test import APIClient
+
+    group, _ = make_group("g", 2)
+    assert APIClient().get(f"/api/v1/groups/{group.pk}/members/").status_code == 401
+    assert member_api.get(f"/api/v1/groups/{group.pk}/members/").status_code == 403
+    assert staff_api.get(f"/api/v1/groups/{group.pk + 1000}/members/").status_code == 404
+    empty = Group.objects.create(name="empty")
+    body = staff_api.get(f"/api/v1/groups/{empty.pk}/members/").json()
+    assert body["count"] == 0 and body["results"] == [] and body["next"] is None
+
+
+# --- live updates, exists-only ---------------------------------------------------------------------
+
+
+def test_updates_reach_existing_views_only(strategy, staff_api, redis_client):
+    group, users = make_group("g", 4)
+    other, other_users = make_group("other", 3)
+    staff_api.get(f"/api/v1/groups/{group.pk}/members/")
+    record(users[1], NOW + 5)
+    record(other_users[0], NOW + 9)  # member of a group without a view: none is created
+    assert view(redis_client, group)[0] == (users[1], NOW + 5)
+    assert redis_client.exists(keys.group_view(other.pk)) == 0
+    record(users[1], NOW + 1)  # out of order: never moves back
+    assert view(redis_client, group)[0] == (users[1], NOW + 5)
+    assert len(view(redis_client, group)) == 4
+    redis_client.delete(keys.group_view(group.pk))  # as if expired: the members' index remains
+    record(users[2], NOW + 20)
+    assert redis_client.exists(keys.group_view(group.pk)) == 0
+
+
+def test_second_round_trip_only_for_members_of_materialized_views(staff_api, redis_client):
+    group, users = make_group("g", 3)
+    outsider = make_group("o", 1)[1][0]
+    staff_api.get(f"/api/v1/groups/{group.pk}/members/")
+    with CommandDelta(redis_client) as delta:
+        record(outsider, NOW)
+    sent = delta.calls  # scripts' own commands are counted too: look at the top-level ones
+    assert (sent["evalsha"], sent["smembers"], sent["exists"]) == (1, 1, 0)
+    with CommandDelta(redis_client) as delta:
+        record(users[0], NOW)
+    sent = delta.calls
+    assert (sent["evalsha"], sent["smembers"], sent["exists"]) == (2, 1, 1)  # + the view upsert
+
+
+def test_upsert_script_checks_arguments_and_writes_nothing(redis_client):
+    redis_client.zadd(keys.group_view(1), {"a": 1})
+    with pytest.raises(ResponseError, match="bad key index"):
+        store.UPSERT(redis_client, [keys.group_view(1)], [1, 5, "a", 2, 6, "a"])
+    with pytest.raises(ResponseError, match="not a number"):
+        store.UPSERT(redis_client, [keys.group_view(1)], [1, 5, "a", 1, "x", "a"])
+    assert redis_client.zscore(keys.group_view(1), "a") == 1
+
+
+def test_unknown_strategy_is_a_configuration_error(redis_client):
+    with pytest.raises(ImproperlyConfigured):
+        store.upsert(redis_client, {1: {"a": 1.0}}, "watch", 1.0)
+
+
+def _burst(members: list[str], seconds: float, seed: int) -> None:
+    rnd = random.Random(seed)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        batch = rnd.sample(members, 5)
+        services.record_events([Event(user=u, ts=NOW + rnd.random() * 1000) for u in batch])
+
+
+def _processes(target, args_list) -> list[multiprocessing.Process]:
+    context = multiprocessing.get_context("fork")
+    procs = [context.Process(target=target, args=args) for args in args_list]
+    for proc in procs:
+        proc.start()
+    return procs
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_partial_view_while_views_expire_during_a_burst(strategy, redis_client):
+    """TTL 1 s: views expire mid-burst and are rebuilt; no one ever sees a view short of members."""
+    group, users = make_group("g", 40)
+    with override_settings(ACTIVITY_GROUP_VIEW_TTL=1):
+        assert groups.members_page(group.pk, 0, 10).count == 40
+        # 2.5 s of writes: the view expires at ~1 s, is rebuilt once, expires again at ~2 s and
+        # stays gone for the last ~0.5 s of the burst, while writers still hold its index entries.
+        procs = _processes(_burst, [(users, 2.5, seed) for seed in range(4)])
+        sizes = set()
+        rebuilds = 0
+        while any(p.is_alive() for p in procs):
+            size = redis_client.zcard(keys.group_view(group.pk))
+            sizes.add(size)
+            if size == 0 and rebuilds < 1:
+                rebuilds += 1
+                assert groups.members_page(group.pk, 0, 10).count == 40
+        for proc in procs:
+            proc.join()
+            assert proc.exitcode == 0
+    assert sizes <= {0, 40} and 0 in sizes and 40 in sizes  # expired at least once, never partial
+    assert rebuilds == 1 and redis_client.exists(keys.group_view(group.pk)) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_views_exact_after_concurrent_out_of_order_updates_and_rebuilds(strategy, redis_client):
+    """Writers in 4 processes send shuffled timestamps while the view is dropped and rebuilt."""
+    group, users = make_group("g", 40)
+    groups.members_page(group.pk, 0, 10)
+    procs = _processes(_burst, [(users, 2.0, seed) for seed in range(4)])
+    while any(p.is_alive() for p in procs):
+        store.drop(redis_client, [group.pk], [], 300)  # forces builds racing the writers
+        groups.members_page(group.pk, 0, 10)
+    for proc in procs:
+        proc.join()
+        assert proc.exitcode == 0
+    page = groups.members_page(group.pk, 0, 100)
+    assert [(u, store.NEVER if t is None else t) for u, t in page.rows] == expected_order(redis_client, users)
+    assert view(redis_client, group) == expected_order(redis_client, users)
+
+
+def test_views_exact_after_concurrent_threads(db, strategy, redis_client):
+    group, users = make_group("g", 30)
+    groups.members_page(group.pk, 0, 10)
+    threads = [threading.Thread(target=_burst, args=(users, 1.0, seed)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert view(redis_client, group) == expected_order(redis_client, users)
+
+
+# --- builds, membership, sweep -----------------------------------------------------------------------
+
+
+def test_build_raced_by_membership_change_is_discarded(redis_client):
+    seen_epoch = store.epoch(redis_client, 7)
+    store.drop(redis_client, [7], [], 300)  # a membership change lands while we build
+    assert store.build(redis_client, 7, {"a": 1.0, "b": None}, seen_epoch, 300) is False
+    assert list(redis_client.scan_iter(match=f"{keys.prefix()}{{grp}}:*view*")) == []
+    assert list(redis_client.scan_iter(match=f"{keys.prefix()}{{grp}}:build:*")) == []
+    assert store.build(redis_client, 7, {"a": 1.0, "b": None}, store.epoch(redis_client, 7), 300) is True
+    assert redis_client.zrevrange(keys.group_view(7), 0, -1, withscores=True) == [("a", 1.0), ("b", -1.0)]
+
+
+def test_membership_changes_reflected_on_next_read(staff_api, redis_client, django_capture_on_commit_callbacks):
+    group, users = make_group("g", 3)
+    url = f"/api/v1/groups/{group.pk}/members/"
+    User = get_user_model()
+    newcomer = User.objects.create_user("newcomer")
+    record(str(newcomer.pk), NOW)
+    assert staff_api.get(url).json()["count"] == 3
+
+    with django_capture_on_commit_callbacks(execute=True):
+        newcomer.groups.add(group)  # forward side
+    body = staff_api.get(url).json()
+    assert body["count"] == 4 and body["results"][0]["user"] == str(newcomer.pk)
+    assert str(group.pk) in redis_client.smembers(keys.user_groups(str(newcomer.pk)))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        group.user_set.remove(newcomer)  # reverse side
+    assert staff_api.get(url).json()["count"] == 3
+    assert redis_client.smembers(keys.user_groups(str(newcomer.pk))) == set()
+    record(str(newcomer.pk), NOW + 10)  # a former member's update stays out
+    assert str(newcomer.pk) not in [r["user"] for r in staff_api.get(url).json()["results"]]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        User.objects.get(pk=users[0]).delete()
+    assert staff_api.get(url).json()["count"] == 2
+
+    with django_capture_on_commit_callbacks(execute=True):
+        group.user_set.clear()
+    assert staff_api.get(url).json()["count"] == 0
+
+    with django_capture_on_commit_callbacks(execute=True):
+        group.delete()
+    assert staff_api.get(url).status_code == 404
+
+
+def test_sweep_removes_planted_view_without_ttl_only(staff_api, redis_client):
+    group, _ = make_group("g", 3)
+    staff_api.get(f"/api/v1/groups/{group.pk}/members/")  # a healthy view, index and epoch keys
+    redis_client.zadd(keys.group_view(424242), {"rogue": 1.0})  # planted: no TTL
+    redis_client.zadd(keys.last_seen(), {"x": 1.0})  # long-lived, another family: untouched
+    assert flush.sweep().deleted == 1  # the generic sweep job's rule for the {grp} family
+    assert redis_client.exists(keys.group_view(424242)) == 0
+    assert redis_client.exists(keys.group_view(group.pk)) == 1
+    assert redis_client.exists(keys.last_seen()) == 1
+    assert all(redis_client.ttl(k) > 0 for k in redis_client.scan_iter(match=keys.group_family()))
+    assert flush.sweep().deleted == 0
+
+
+def test_update_landing_between_build_read_and_publish_is_caught_up(db, redis_client, monkeypatch):
+    """The race the catch-up pass closes: last seen moves after the build read it, before publish."""
+    group, users = make_group("g", 5)
+    record(users[0], NOW)
+    real_get_many = groups.last_seen_store.get_many
+    raced = []
+
+    def get_many_then_race(client, members):
+        scores = real_get_many(client, members)
+        if not raced:
+            raced.append(True)
+            record(users[3], NOW + 50)  # no view yet: propagate skips it
+        return scores
+
+    monkeypatch.setattr(groups.last_seen_store, "get_many", get_many_then_race)
+    page = groups.members_page(group.pk, 0, 10)
+    assert raced and page.rows[0] == (users[3], NOW + 50)
+    assert view(redis_client, group) == expected_order(redis_client, users)
+
+
+def test_build_and_updates_survive_script_flush(strategy, db, redis_client):
+    """NOSCRIPT (restart, failover) in the build's MULTI or the upsert pipeline is recovered from."""
+    group, users = make_group("g", 3)
+    redis_client.script_flush()
+    assert groups.members_page(group.pk, 0, 10).count == 3
+    redis_client.script_flush()
+    record(users[2], NOW)
+    assert view(redis_client, group)[0] == (users[2], NOW)

@@ -16,6 +16,7 @@ from activity import clock, conf
 from activity.models import DailyRollup
 from activity.store import keys
 from activity.store import last_seen as last_seen_store
+from activity.store import sessions as sessions_store
 from activity.store import visitors as store
 from activity.store.client import get_client
 from activity.store.locks import Lock
@@ -97,7 +98,7 @@ def rollup_day(day: date) -> DailyRollup | None:
     Idempotent and safe to retry: new-visitor counters are harvested (GETDEL) into per-day
     accumulators in Redis, and the row gets the accumulators' totals, so a run that dies between the
     harvest and the database write loses nothing, and a rerun writes the same (or later) figures.
-    ``sessions`` and ``page_views`` are not written here.
+    Sessions started and page views come from the navigation-session counters of that day.
     """
     now = clock.now()
     if day > store.day_of(now) or store.day_ttl(day, now) <= 0:
@@ -112,8 +113,11 @@ def rollup_day(day: date) -> DailyRollup | None:
         active_at = store.queue_active_day(pipe, day)
         unique_at = store.queue_unique_day(pipe, day)
         results = pipe.execute()
+        sessions, page_views = sessions_store.day_counts(client, day)
         row = DailyRollup(
             day=day,
+            sessions=sessions,
+            page_views=page_views,
             active_users=store.total(results, active_at),
             new_visitors=store.total(results, new_at),
             unique_visitors=store.total(results, unique_at),
@@ -123,7 +127,7 @@ def rollup_day(day: date) -> DailyRollup | None:
             [row],
             update_conflicts=True,
             unique_fields=["day"],
-            update_fields=["active_users", "new_visitors", "unique_visitors", "updated_at"],
+            update_fields=["active_users", "sessions", "page_views", "new_visitors", "unique_visitors", "updated_at"],
         )
         return DailyRollup.objects.get(day=day)
     finally:

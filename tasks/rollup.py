@@ -28,6 +28,8 @@ def rollup_day(day: str | None = None) -> dict[str, Any]:
     return {
         "day": target.isoformat(),
         "active_users": row.active_users,
+        "sessions": row.sessions,
+        "page_views": row.page_views,
         "new_visitors": row.new_visitors,
         "unique_visitors": row.unique_visitors,
     }

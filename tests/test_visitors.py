@@ -203,23 +203,23 @@ def test_harvest_racing_increments_loses_nothing(at, redis_client):
 
 
 @pytest.mark.django_db
-def test_rollup_is_idempotent_keeps_harvested_counts_and_leaves_sessions_alone(at):
+def test_rollup_is_idempotent_keeps_harvested_counts_and_counts_sessions(at):
     day = date(2026, 11, 23)
     for n in range(5):
-        services.record_events([Event(user=str(n), ts=NOON)])
+        services.record_events([Event(user=str(n), ts=NOON, path="/a"), Event(user=str(n), ts=NOON, path="/b")])
     visit(secrets.token_hex(16))
-    DailyRollup.objects.create(day=day, sessions=7, page_views=9)
     harvest(day)  # a run that harvested and died before writing the database
     at(NOON + DAY)
     row = rollup_task(day.isoformat())
-    assert row == {"day": "2026-11-23", "active_users": 5, "new_visitors": 6, "unique_visitors": 6}
+    figures = {"active_users": 5, "sessions": 5, "page_views": 10}
+    assert row == {"day": "2026-11-23", **figures, "new_visitors": 6, "unique_visitors": 6}
     visit(secrets.token_hex(16), NOON + 600)  # a late event of that day
     audience.rollup_day(day)
     audience.rollup_day(day)
     saved = DailyRollup.objects.get(day=day)
     assert (saved.active_users, saved.new_visitors, saved.unique_visitors) == (5, 7, 7)
-    assert (saved.sessions, saved.page_views) == (7, 9)
-    assert rollup_task() == {"day": "2026-11-23", "active_users": 5, "new_visitors": 7, "unique_visitors": 7}
+    assert (saved.sessions, saved.page_views) == (5, 10)
+    assert rollup_task() == {"day": "2026-11-23", **figures, "new_visitors": 7, "unique_visitors": 7}
     assert DailyRollup.objects.count() == 1
 
 

@@ -153,6 +153,14 @@ class ReportListSerializer(serializers.Serializer):
     results = ReportInfoSerializer(many=True)
 
 
+class NumberedPageSerializer(serializers.Serializer):
+    """The envelope of page-numbered lists: ``count`` plus links to the next and previous pages."""
+
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+
+
 class ReportRowSerializer(serializers.Serializer):
     rank = serializers.IntegerField()
     user = serializers.CharField()
@@ -160,14 +168,11 @@ class ReportRowSerializer(serializers.Serializer):
     views = serializers.IntegerField()
 
 
-class ReportPageSerializer(serializers.Serializer):
+class ReportPageSerializer(NumberedPageSerializer):
     report = serializers.CharField()
     period = serializers.CharField()
     generated_at = serializers.CharField()
     expires_in = serializers.FloatField()
-    count = serializers.IntegerField()
-    next = serializers.URLField(allow_null=True)
-    previous = serializers.URLField(allow_null=True)
     results = ReportRowSerializer(many=True)
 
 
@@ -177,12 +182,9 @@ class PageViewSerializer(serializers.Serializer):
     at = serializers.CharField()
 
 
-class SessionPageSerializer(serializers.Serializer):
+class SessionPageSerializer(NumberedPageSerializer):
     user = serializers.CharField()
     expires_in = serializers.FloatField()
-    count = serializers.IntegerField()
-    next = serializers.URLField(allow_null=True)
-    previous = serializers.URLField(allow_null=True)
     results = PageViewSerializer(many=True)
 
 
@@ -196,9 +198,6 @@ class GroupMemberSerializer(serializers.Serializer):
     last_seen = serializers.CharField(allow_null=True)
 
 
-class GroupMembersPageSerializer(serializers.Serializer):
+class GroupMembersPageSerializer(NumberedPageSerializer):
     group = serializers.IntegerField()
-    count = serializers.IntegerField()
-    next = serializers.URLField(allow_null=True)
-    previous = serializers.URLField(allow_null=True)
     results = GroupMemberSerializer(many=True)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from django.conf import settings
@@ -33,13 +34,22 @@ BATCH = 2000
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
 
+def worker_database_url() -> str:
+    """DATABASE_URL of the database this test runs on (pytest-django's test database), for workers."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    credentials = quote(db["USER"] or "") + (f":{quote(db['PASSWORD'])}" if db["PASSWORD"] else "")
+    return f"postgres://{credentials}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{quote(db['NAME'])}"
+
+
 class Proc:
     """A Celery subprocess in its own process group, so SIGKILL takes its pool children too."""
 
     def __init__(self, name: str, args: list[str], tmp_path: Path, **env: str) -> None:
         environment = dict(os.environ)
         environment.update(
-            DATABASE_URL=f"sqlite:///{connection.settings_dict['NAME']}",
+            DATABASE_URL=worker_database_url(),
             ACTIVITY_JOB_LOCK_TTL=str(LOCK_TTL),
             ACTIVITY_FLUSH_BATCH=str(BATCH),
         )

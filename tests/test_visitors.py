@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 import secrets
@@ -37,6 +38,11 @@ def at(monkeypatch):
 
     set_now(NOON)
     return set_now
+
+
+def visitor_id(n: int) -> str:
+    """A fixed 128-bit id: HyperLogLog counts of a fixed set are deterministic, random ones may collide."""
+    return hashlib.sha256(f"visitor-{n}".encode()).hexdigest()[:32]
 
 
 def visit(visitor: str, ts: float = NOON) -> int:
@@ -82,7 +88,7 @@ def round_trips(redis_client, monkeypatch):
 
 
 def test_ten_threads_racing_one_new_visitor_count_one(at):
-    visitor = secrets.token_hex(16)
+    visitor = visitor_id(1)
     assert sum(run_threads(10, lambda _: visit(visitor))) == 1
     figures = audience.stats()
     assert figures.new_visitors_day == 1
@@ -90,7 +96,7 @@ def test_ten_threads_racing_one_new_visitor_count_one(at):
 
 
 def test_returning_visitor_on_a_later_day_is_not_new(at):
-    visitor = secrets.token_hex(16)
+    visitor = visitor_id(2)
     assert visit(visitor) == 1
     assert visit(visitor) == 0
     at(NOON + DAY)
@@ -102,7 +108,7 @@ def test_returning_visitor_on_a_later_day_is_not_new(at):
 def test_signed_in_user_is_a_visitor_under_their_user_id_but_anonymous_is_not_a_user(at, redis_client):
     assert services.record_events([Event(user="42", ts=NOON)]).new_visitors == 1
     assert services.record_events([Event(user="42", ts=NOON + 5)]).new_visitors == 0
-    visit(secrets.token_hex(16))
+    visit(visitor_id(3))
     figures = audience.stats()
     assert (figures.new_visitors_day, figures.unique_visitors_day, figures.active_day) == (2, 2, 1)
     assert redis_client.zrange(keys.last_seen(), 0, -1) == ["42"]
@@ -153,7 +159,7 @@ def test_unique_visitors_within_two_percent_on_100k_ids(at):
 
 def test_every_key_has_a_ttl_beyond_a_month_except_the_membership_hashes(at, redis_client):
     services.record_events([Event(user="1", ts=NOON), Event(user="bob", ts=NOON)])
-    visit(secrets.token_hex(16))
+    visit(visitor_id(4))
     audience.stats()
     long_lived = {keys.last_seen(), keys.last_seen_dirty()}
     found = list(redis_client.scan_iter(match=f"{conf.settings.KEY_PREFIX}*"))
@@ -207,13 +213,13 @@ def test_rollup_is_idempotent_keeps_harvested_counts_and_counts_sessions(at):
     day = date(2026, 11, 23)
     for n in range(5):
         services.record_events([Event(user=str(n), ts=NOON, path="/a"), Event(user=str(n), ts=NOON, path="/b")])
-    visit(secrets.token_hex(16))
+    visit(visitor_id(5))
     harvest(day)  # a run that harvested and died before writing the database
     at(NOON + DAY)
     row = rollup_task(day.isoformat())
     figures = {"active_users": 5, "sessions": 5, "page_views": 10}
     assert row == {"day": "2026-11-23", **figures, "new_visitors": 6, "unique_visitors": 6}
-    visit(secrets.token_hex(16), NOON + 600)  # a late event of that day
+    visit(visitor_id(6), NOON + 600)  # a late event of that day
     audience.rollup_day(day)
     audience.rollup_day(day)
     saved = DailyRollup.objects.get(day=day)
@@ -300,7 +306,7 @@ def test_stats_needs_staff_and_has_the_api_shape(at, member_api, staff_api):
     assert APIClient().get(reverse("stats")).status_code == 401
     assert member_api.get(reverse("stats")).status_code == 403
     services.record_events([Event(user="1", ts=NOON - 10), Event(user="ann", ts=NOON)])
-    visit(secrets.token_hex(16))
+    visit(visitor_id(7))
     response = staff_api.get(reverse("stats"))
     assert response.status_code == 200
     assert response.json() == {
@@ -339,7 +345,7 @@ def test_stats_is_one_round_trip(at, redis_client, round_trips):
 
 def test_first_visit_survives_a_script_flush_in_the_request_pipeline(at, redis_client):
     redis_client.script_flush()
-    visitor = secrets.token_hex(16)
+    visitor = visitor_id(8)
     assert visit(visitor) == 1
     redis_client.script_flush()
     assert visit(visitor) == 0

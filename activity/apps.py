@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.contrib.admin import apps as admin_apps
 
 
 class ActivityConfig(AppConfig):
@@ -9,3 +10,10 @@ class ActivityConfig(AppConfig):
         from activity import signals
 
         signals.connect()
+
+
+class ActivityAdminConfig(admin_apps.AdminConfig):
+    """Use in INSTALLED_APPS instead of ``django.contrib.admin``: the admin site gets the dashboard."""
+
+    default = False
+    default_site = "activity.admin_site.ActivityAdminSite"

@@ -68,6 +68,9 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_GROUP_VIEW_TTL": 300,
     "ACTIVITY_GROUP_VIEW_STRATEGY": "lua",
     "ACTIVITY_GROUP_VIEW_TTL_MARGIN": 1.0,
+    # Admin dashboard: seconds between live refreshes, and days in its charts (today included).
+    "ACTIVITY_DASHBOARD_REFRESH": 5.0,
+    "ACTIVITY_DASHBOARD_DAYS": 30,
 }
 
 _TUPLES = {
@@ -88,8 +91,6 @@ def get(name: str) -> Any:
         if isinstance(value, str):
             return tuple(item.strip() for item in value.split(",") if item.strip())
         return tuple(value)
-    if isinstance(default, bool) and isinstance(value, str):
-        return value.strip().lower() in {"1", "true", "yes", "on"}
     return type(default)(value)
 
 

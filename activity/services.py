@@ -198,6 +198,13 @@ def refresh_reports() -> int:
     return built
 
 
+def rebuild_report(name: str, period: str = "day") -> str:
+    """Rebuild a report now, fresh copy or not (the admin's "recompute now"): ``built``, or ``busy``
+    when another client holds its rebuild lock (that build is the recompute). KeyError when unknown."""
+    report, cfg = reports_store.REGISTRY[name], _report_settings()
+    return reports_store.build_unless_fresh(get_client(), report, period, clock.now(), cfg, margin_ms=cfg.ttl_ms)
+
+
 def health() -> dict[str, str]:
     """``ok`` or the error for each part the service needs (Redis, the database)."""
     parts: dict[str, str] = {}

@@ -21,7 +21,7 @@ DEBUG = os.environ.get("DEBUG", "0") == "1"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "activity.apps.ActivityAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -137,6 +137,8 @@ for _name in (
     "ACTIVITY_GROUP_VIEW_TTL",
     "ACTIVITY_GROUP_VIEW_STRATEGY",
     "ACTIVITY_GROUP_VIEW_TTL_MARGIN",
+    "ACTIVITY_DASHBOARD_REFRESH",
+    "ACTIVITY_DASHBOARD_DAYS",
 ):
     if _name in os.environ:
         globals()[_name] = os.environ[_name]

@@ -1,94 +1,26 @@
 """Real Celery workers (and beat) flushing to the test database: kills lose nothing, nothing goes back.
 
-The workers are subprocesses on this run's private Redis and queue, pointed at the SQLite test
-database file; they are killed with SIGKILL (the whole process group: main process and pool child).
+The workers (tests/celery_procs.py) are subprocesses on this run's private Redis and queue, on the
+test database; they are killed with SIGKILL (the whole process group: main process and pool child).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
-from urllib.parse import quote
 
 import pytest
-from django.conf import settings
-from django.db import connection
 
 from activity import services
 from activity.events import Event
 from activity.models import UserActivity
 from activity.store import keys
 from tasks import maintenance
-
-ROOT = Path(__file__).resolve().parent.parent
-LOCK_TTL = 5  # seconds: short, so the runs after a kill can start soon
-BATCH = 2000
+from tests.celery_procs import BATCH, LOCK_TTL, Proc, beat, wait_for, worker
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
-
-
-def worker_database_url() -> str:
-    """DATABASE_URL of the database this test runs on (pytest-django's test database), for workers."""
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    credentials = quote(db["USER"] or "") + (f":{quote(db['PASSWORD'])}" if db["PASSWORD"] else "")
-    return f"postgres://{credentials}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{quote(db['NAME'])}"
-
-
-class Proc:
-    """A Celery subprocess in its own process group, so SIGKILL takes its pool children too."""
-
-    def __init__(self, name: str, args: list[str], tmp_path: Path, **env: str) -> None:
-        environment = dict(os.environ)
-        environment.update(
-            DATABASE_URL=worker_database_url(),
-            ACTIVITY_JOB_LOCK_TTL=str(LOCK_TTL),
-            ACTIVITY_FLUSH_BATCH=str(BATCH),
-        )
-        environment.update(env)
-        self.log = tmp_path / f"{name}.log"
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "project", *args],
-                cwd=ROOT,
-                env=environment,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-
-def worker(name: str, tmp_path: Path, **env: str) -> Proc:
-    queue = settings.CELERY_TASK_DEFAULT_QUEUE
-    args = ["worker", "--pool=prefork", "-c", "1", "-Q", queue, "-n", f"{name}@%h", "-l", "info", "--without-gossip"]
-    return Proc(name, [*args, "--without-mingle", "--without-heartbeat"], tmp_path, **env)
-
-
-def beat(name: str, tmp_path: Path, **env: str) -> Proc:
-    return Proc(name, ["beat", "-l", "info", "-s", str(tmp_path / f"{name}-schedule")], tmp_path, **env)
-
-
-def wait_for(condition, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def record(users: int, updates: int, rng: random.Random, base: float, everyone: bool = False) -> None:

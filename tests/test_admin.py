@@ -1,0 +1,298 @@
+"""The admin: dashboard (figures = the stats API, bounded cost, staff only), the user activity
+changelist (filters, search, sorting, bounded queries), a user's live page, and the two actions
+queued on a real Celery worker."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.messages import get_messages
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from activity import clock, conf, flush, services
+from activity.events import Event
+from activity.models import DailyRollup, UserActivity
+from tests.celery_procs import wait_for, worker
+from tests.redis_probe import probe
+
+NOON = datetime(2026, 11, 25, 12, tzinfo=UTC).timestamp()  # a Wednesday
+DASHBOARD = reverse("admin:activity-dashboard")
+PANEL = reverse("admin:activity-dashboard-panel")
+FLUSH = reverse("admin:activity-dashboard-flush")
+REBUILD = reverse("admin:activity-dashboard-rebuild")
+FIGURE_RE = re.compile(r'data-figure="([a-z_.]+)">([0-9.]+)')
+STATS_FIGURES = ("online", "active.day", "active.week", "active.month", "new_visitors.day", "unique_visitors.day")
+
+
+@pytest.fixture
+def at(monkeypatch):
+    monkeypatch.setattr(clock, "now", lambda: NOON)
+    return NOON
+
+
+def figures(html: str) -> dict[str, str]:
+    return dict(FIGURE_RE.findall(html))
+
+
+def api_figure(body: dict, dotted: str) -> str:
+    for part in dotted.split("."):
+        body = body[part]
+    return str(body)
+
+
+def queued(redis_client) -> int:
+    """Messages waiting in this run's Celery queue (the broker is this run's Redis)."""
+    return redis_client.llen(settings.CELERY_TASK_DEFAULT_QUEUE)
+
+
+def record_traffic(users: int, ts: float) -> Counter:
+    """``users`` users (ids from 1001, clear of the admin's own id) with a page view each, and three
+    anonymous visitors; returns the views per path."""
+    events = [Event(user=str(1000 + n), ts=ts - n % 200, path=f"/page/{n * n % 7}") for n in range(1, users + 1)]
+    for start in range(0, len(events), 1000):
+        services.record_events(events[start : start + 1000])
+    services.record_events([], visitors=[(f"{n:032x}", ts) for n in range(1, 4)])
+    return Counter(event.path for event in events)
+
+
+# --- access -------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_dashboard_is_linked_from_the_admin_index(admin_client):
+    index = admin_client.get(reverse("admin:index")).content.decode()
+    assert f'href="{DASHBOARD}"' in index
+    assert "Activity dashboard" in index
+
+
+@pytest.mark.django_db
+def test_anonymous_and_non_staff_are_sent_to_login_and_nothing_is_queued(member, redis_client):
+    signed_in = Client()
+    signed_in.force_login(member)
+    for client in (Client(), signed_in):
+        for url, method in ((DASHBOARD, "get"), (PANEL, "get"), (FLUSH, "post"), (REBUILD, "post")):
+            response = getattr(client, method)(url)
+            assert response.status_code == 302, url
+            assert response["Location"].startswith(f"{reverse('admin:login')}?next="), url
+    assert queued(redis_client) == 0
+
+
+@pytest.mark.django_db
+def test_actions_only_accept_post(admin_client, redis_client):
+    assert admin_client.get(FLUSH).status_code == 405
+    assert admin_client.get(REBUILD).status_code == 405
+    assert queued(redis_client) == 0
+
+
+# --- the dashboard's figures --------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_dashboard_and_panel_show_the_stats_api_figures(at, admin_client):
+    record_traffic(40, NOON)
+    admin_client.get(reverse("stats"))  # the admin's own first request counts them in too
+    page = admin_client.get(DASHBOARD)
+    assert page.status_code == 200
+    api = admin_client.get(reverse("stats")).json()
+    shown = figures(page.content.decode())
+    for name in STATS_FIGURES:
+        assert shown[name] == api_figure(api, name), name
+    assert (shown["online"], shown["active.day"], shown["new_visitors.day"]) == ("41", "41", str(41 + 3))
+    panel = admin_client.get(PANEL)
+    assert panel["Content-Type"] == "application/json"
+    assert {name: figures(panel.json()["html"])[name] for name in STATS_FIGURES} == {
+        name: shown[name] for name in STATS_FIGURES
+    }
+
+
+@pytest.mark.django_db
+def test_dashboard_shows_rollups_today_live_top_pages_report_and_flush(at, admin_client):
+    today = date(2026, 11, 25)
+    DailyRollup.objects.create(day=today - timedelta(days=1), active_users=17, page_views=230)
+    DailyRollup.objects.create(day=today - timedelta(days=29), active_users=5, page_views=9)
+    DailyRollup.objects.create(day=today - timedelta(days=30), active_users=999, page_views=999)  # out of range
+    paths = record_traffic(40, NOON)
+    html = admin_client.get(DASHBOARD).content.decode()
+    bars = re.findall(r'data-value="(\d*)" data-day="([0-9-]+)"', html)
+    assert len(bars) == 2 * conf.settings.DASHBOARD_DAYS
+    active = {day: value for value, day in bars[: conf.settings.DASHBOARD_DAYS]}
+    views = {day: value for value, day in bars[conf.settings.DASHBOARD_DAYS :]}
+    assert (active["2026-11-24"], views["2026-11-24"]) == ("17", "230")
+    assert (active["2026-10-27"], views["2026-10-27"]) == ("5", "9")
+    assert (active["2026-11-25"], views["2026-11-25"]) == ("40", "40")  # today: live
+    assert active["2026-11-20"] == ""  # no rollup row: drawn hollow, not as zero
+    assert "2026-10-26" not in active
+    top = re.search(r'id="activity-top-paths".*?</table>', html, re.S).group(0)
+    expected = sorted(paths.items(), key=lambda item: (item[1], item[0]), reverse=True)
+    assert re.findall(r"<td>(/page/\d)</td><td>(\d+)</td>", top) == [(path, str(n)) for path, n in expected]
+    most_active = re.search(r'id="activity-most-active".*?</table>', html, re.S).group(0)
+    assert most_active.count("<tr>") == 1 + 10  # header + the report's first ten rows
+    assert re.search(r'data-figure="flush.backlog">40<', html)
+
+
+@pytest.mark.django_db
+def test_dashboard_cost_does_not_grow_with_users(at, admin_client, redis_client):
+    def cost() -> tuple[int, int]:
+        admin_client.get(DASHBOARD)  # warm: the report's copy and the week/month unions exist
+        with probe(redis_client) as seen, CaptureQueriesContext(connection) as queries:
+            assert admin_client.get(DASHBOARD).status_code == 200
+        return seen.client_sends, len(queries)
+
+    record_traffic(10, NOON)
+    small = cost()
+    record_traffic(5000, NOON)
+    assert cost() == small
+    assert small[0] <= 8  # stats, today's views, top pages, report page, flush status, tracking
+
+
+@pytest.mark.django_db
+def test_panel_poll_is_activity_but_not_a_page_view(admin_client, admin_user):
+    admin_client.get(DASHBOARD)
+    admin_client.get(PANEL)
+    views = [path for path, _ in services.current_session(str(admin_user.pk))]
+    assert views == [DASHBOARD]
+    assert services.last_seen(str(admin_user.pk)) is not None
+
+
+# --- the user activity changelist ---------------------------------------------------------------
+
+
+DAYS_60 = timedelta(days=60)
+
+
+def make_rows(count: int, start: int = 1) -> None:
+    users = get_user_model().objects.bulk_create(
+        [get_user_model()(username=f"user{n}", email=f"user{n}@example.com") for n in range(start, start + count)]
+    )
+    now = datetime.fromtimestamp(NOON, UTC)
+    UserActivity.objects.bulk_create(
+        [
+            UserActivity(
+                user_id=str(user.pk), account=user, first_seen=now - DAYS_60, last_seen=now - timedelta(hours=n)
+            )
+            for n, user in enumerate(users)
+        ]
+    )
+
+
+@pytest.mark.django_db
+def test_changelist_queries_and_redis_round_trips_do_not_grow_with_rows(at, admin_client, redis_client):
+    url = reverse("admin:activity_useractivity_changelist")
+
+    def cost() -> tuple[int, int]:
+        with probe(redis_client) as seen, CaptureQueriesContext(connection) as queries:
+            response = admin_client.get(url)
+        assert response.status_code == 200
+        return len(queries), seen.client_sends
+
+    make_rows(3)
+    few = cost()
+    make_rows(300, start=100)
+    many = cost()
+    assert many == few
+    assert few[0] <= 6 and few[1] <= 2  # session, user, count, rows (with their Django users); one ZMSCORE
+
+
+@pytest.mark.django_db
+def test_changelist_bounded_queries_whatever_the_filter(at, admin_client, django_assert_max_num_queries):
+    make_rows(250)
+    for query in ("", "?seen=online", "?seen=today", "?seen=week", "?seen=dormant", "?q=user7", "?o=-2"):
+        with django_assert_max_num_queries(6):
+            assert admin_client.get(reverse("admin:activity_useractivity_changelist") + query).status_code == 200
+
+
+def shown_users(admin_client, query: str) -> list[str]:
+    html = admin_client.get(reverse("admin:activity_useractivity_changelist") + query).content.decode()
+    return re.findall(r'<th class="field-user_id"><a href="[^"]+">([^<]+)</a>', html)
+
+
+@pytest.mark.django_db
+def test_changelist_filters_search_and_sorting(at, admin_client):
+    now = datetime.fromtimestamp(NOON, UTC)
+    ages = {"a": timedelta(seconds=30), "b": timedelta(hours=3), "c": timedelta(days=2), "d": timedelta(days=31)}
+    for user, age in ages.items():
+        UserActivity.objects.create(user_id=user, first_seen=now - timedelta(days=90), last_seen=now - age)
+    assert shown_users(admin_client, "") == ["a", "b", "c", "d"]  # most recently seen first
+    assert shown_users(admin_client, "?seen=online") == ["a"]
+    assert shown_users(admin_client, "?seen=today") == ["a", "b"]
+    assert shown_users(admin_client, "?seen=week") == ["a", "b", "c"]  # Monday 23 Nov onwards
+    assert shown_users(admin_client, "?seen=dormant") == ["d"]
+    assert shown_users(admin_client, "?q=c") == ["c"]
+    assert shown_users(admin_client, "?o=2") == ["d", "c", "b", "a"]  # last seen, oldest first
+
+
+@pytest.mark.django_db
+def test_search_finds_the_django_username(at, admin_client):
+    make_rows(3)
+    account = get_user_model().objects.get(username="user2")
+    assert shown_users(admin_client, "?q=user2") == [str(account.pk)]
+
+
+@pytest.mark.django_db
+def test_user_page_shows_live_session_and_last_seen_from_redis(admin_client):
+    now = clock.now()
+    services.record_events([Event("u-7", now - 20, "/shop/"), Event("u-7", now - 5, "/cart/")])
+    flush.flush()
+    services.record_events([Event(user="u-7", ts=now, path="/checkout/")])  # not flushed yet: live only
+    row = UserActivity.objects.get(user_id="u-7")
+    html = admin_client.get(reverse("admin:activity_useractivity_change", args=[row.pk])).content.decode()
+    assert re.findall(r"<td>[0-9:]+</td><td>(/[a-z]+/)</td>", html) == ["/checkout/", "/cart/", "/shop/"]
+    live = f"{datetime.fromtimestamp(round(now, 3), UTC):%Y-%m-%d %H:%M:%S} UTC (online)"
+    assert live in html
+    assert row.last_seen.timestamp() == pytest.approx(now - 5, abs=0.001)
+
+
+@pytest.mark.django_db
+def test_rows_are_read_only(admin_client):
+    row = UserActivity.objects.create(user_id="x", first_seen=datetime.now(UTC), last_seen=datetime.now(UTC))
+    assert admin_client.get(reverse("admin:activity_useractivity_add")).status_code == 403
+    assert admin_client.post(reverse("admin:activity_useractivity_delete", args=[row.pk])).status_code == 403
+    assert UserActivity.objects.filter(pk=row.pk).exists()
+
+
+# --- actions: queued on Celery, run by a real worker --------------------------------------------
+
+
+def messages_of(response) -> list[str]:
+    return [str(message) for message in get_messages(response.wsgi_request)]
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_flush_now_and_recompute_now_run_on_a_real_worker(admin_client, redis_client, tmp_path):
+    users = [str(n) for n in range(1001, 1051)]
+    services.record_events([Event(user=user, ts=clock.now() - 1) for user in users])
+    proc = worker("admin", tmp_path)
+    try:
+        response = admin_client.post(FLUSH, follow=True)
+        assert response.redirect_chain[-1][0] == DASHBOARD
+        assert any(
+            "Flush of last-seen changes to the database queued as Celery task" in m for m in messages_of(response)
+        )
+        wait_for(lambda: UserActivity.objects.filter(user_id__in=users).count() == 50, 60, "the worker's flush")
+
+        bad = admin_client.post(REBUILD, {"report": "nope", "period": "day"}, follow=True)
+        assert any("No report rebuild queued (report:" in m for m in messages_of(bad))
+        assert queued(redis_client) == 0
+
+        before, _ = services.report_page("most-active")  # a copy built now, before the recompute
+        response = admin_client.post(REBUILD, {"report": "most-active", "period": "day"}, follow=True)
+        assert any("Rebuild of report most-active (day) queued" in m for m in messages_of(response))
+
+        def rebuilt() -> bool:
+            return services.report_page("most-active")[0].generated_at > before.generated_at
+
+        wait_for(rebuilt, 60, "the worker's rebuild")
+        results = [json.loads(redis_client.get(key)) for key in redis_client.scan_iter(match="celery-task-meta-*")]
+        assert {"report": "most-active", "period": "day", "outcome": "built"} in [r["result"] for r in results]
+    finally:
+        proc.kill()

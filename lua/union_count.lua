@@ -1,4 +1,6 @@
 -- Count the union of per-day keys (a week or a month so far), caching the union briefly.
+-- The last day key (today's) is folded into a cached union at every call, so the count is live
+-- for today and never below today's own count; the cache only delays late events of past days.
 --
 -- KEYS[1]  the union key (the cache); KEYS[2], KEYS[3], ...  the per-day keys
 -- ARGV[1]  'bits' (bitmaps: BITOP OR, BITCOUNT) or 'hll' (HyperLogLogs: PFMERGE, PFCOUNT)
@@ -28,6 +30,15 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   end
   -- BITOP over only empty days stores nothing; PEXPIRE then does nothing, which is fine.
   redis.call('PEXPIRE', KEYS[1], ttl)
+else
+  -- Both commands rewrite the key: put its remaining lifetime back, so it still expires on time.
+  local left = redis.call('PTTL', KEYS[1])
+  if kind == 'bits' then
+    redis.call('BITOP', 'OR', KEYS[1], KEYS[1], days[#days])
+  else
+    redis.call('PFMERGE', KEYS[1], days[#days])
+  end
+  redis.call('PEXPIRE', KEYS[1], left > 0 and left or ttl)
 end
 if kind == 'bits' then
   return redis.call('BITCOUNT', KEYS[1])

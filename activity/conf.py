@@ -1,7 +1,9 @@
 """The service's settings with their defaults.
 
-Read on every access (not cached at import) so ``override_settings`` in tests and per-environment
-values both work. Environment variables arrive as strings, so each value is coerced to its type.
+Each value is read from Django's settings on first use and kept until a setting changes (Django's
+``setting_changed`` signal, which ``override_settings`` sends), so tests can override them while
+the hot paths (a key name per user per request) do not pay a settings lookup each time.
+Environment variables arrive as strings, so each value is coerced to its type.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.core.signals import setting_changed
 
 DEFAULTS: dict[str, Any] = {
     "ACTIVITY_KEY_PREFIX": "act:",
@@ -81,8 +84,19 @@ _TUPLES = {
 }
 
 
+_cache: dict[str, Any] = {}
+
+
 def get(name: str) -> Any:
     """Return setting ``name``, coerced to the type of its default."""
+    try:
+        return _cache[name]
+    except KeyError:
+        _cache[name] = value = _read(name)
+        return value
+
+
+def _read(name: str) -> Any:
     default = DEFAULTS[name]
     value = getattr(django_settings, name, default)
     if isinstance(default, bool) and isinstance(value, str):
@@ -102,3 +116,10 @@ class _Settings:
 
 
 settings = _Settings()
+
+
+def _forget(*, setting: str, **kwargs: Any) -> None:
+    _cache.pop(setting, None)
+
+
+setting_changed.connect(_forget)

@@ -97,7 +97,8 @@ def record_events(
     groups_at = group_store.queue_groups_of(pipe, latest)
     results = pipe.execute()
     if moved_at is not None and results[moved_at]:
-        groups.propagate(latest, {user: results[i] for user, i in zip(latest, groups_at, strict=True) if results[i]})
+        found = zip(latest, results[groups_at], strict=True)
+        groups.propagate(latest, {user: ids for user, ids in found if ids})
     return RecordResult(
         accepted=len(events) + len(visitors),
         last_seen_updated=0 if moved_at is None else results[moved_at],

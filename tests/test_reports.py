@@ -99,7 +99,7 @@ def test_a_dead_holder_is_replaced_after_the_lock_ttl(redis_client):
     started = time.monotonic()
     found, cache = services.report_page("most-active")
     assert cache == "miss" and found.count == len(NAMES)
-    assert 0.3 < time.monotonic() - started < 1.5
+    assert 0.3 < time.monotonic() - started < 4  # after the 0.5 s lock TTL, long before the 10 s wait bound
 
 
 @pytest.mark.parametrize("period", ["day", "week"])

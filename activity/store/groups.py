@@ -24,6 +24,7 @@ from activity.store.scripts import LuaScript, Pipeline
 
 UPSERT = LuaScript("group_view_upsert")
 PUBLISH = LuaScript("group_view_publish")
+GROUPS_OF = LuaScript("groups_of")
 
 NEVER = -1.0  # score of a member never seen: below every real epoch time
 STRATEGIES = ("lua", "ttl_guard")
@@ -84,13 +85,11 @@ def build(client: redis.Redis, group_id: int, scores: Mapping[str, float | None]
     return pipe.execute()[published_at] == 1
 
 
-def queue_groups_of(pipe: Pipeline, users: Iterable[str]) -> list[int]:
-    """Queue SMEMBERS of each user's group index; returns the reply indexes, in ``users`` order."""
-    indexes = []
-    for user in users:
-        indexes.append(len(pipe))
-        pipe.smembers(keys.user_groups(user))
-    return indexes
+def queue_groups_of(pipe: Pipeline, users: Iterable[str]) -> int | None:
+    """Queue the read of the users' group indexes (one EVALSHA); returns its reply index, whose reply
+    lists each user's group ids in ``users`` order. None when there are no users."""
+    index_keys = [keys.user_groups(user) for user in users]
+    return pipe.script(GROUPS_OF, index_keys, []) if index_keys else None
 
 
 def upsert(client: redis.Redis, updates: Updates, strategy: str, margin: float) -> int:

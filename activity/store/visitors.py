@@ -47,6 +47,12 @@ def day_ttl(day: date, now: float) -> int:
     return int(start + (KEEP_DAYS + 1) * DAY_SECONDS - now)
 
 
+def _live_days(pairs: Iterable[tuple[object, date]], now: float) -> dict[date, int]:
+    """The TTL of each day among ``pairs`` still in retention (a batch has one or two days)."""
+    ttls = {day: day_ttl(day, now) for day in {day for _, day in pairs}}
+    return {day: ttl for day, ttl in ttls.items() if ttl > 0}
+
+
 def user_visitor_id(user: str) -> bytes:
     """A signed-in user's visitor id: 128 bits derived from the user id, so the user keeps it."""
     return hashlib.blake2b(b"user\0" + user.encode(), digest_size=16).digest()
@@ -65,8 +71,9 @@ def queue_visits(pipe: Pipeline, visits: Iterable[tuple[bytes, date]], now: floa
     """
     groups: dict[tuple[int, date], dict[bytes, int]] = defaultdict(dict)
     per_day: dict[date, set[bytes]] = defaultdict(set)
+    ttls = _live_days(visits, now)
     for visitor, day in visits:
-        if day_ttl(day, now) <= 0:
+        if day not in ttls:
             continue
         shard, partition = _home(visitor, partition_bits)
         groups[shard, day][visitor] = partition
@@ -74,12 +81,12 @@ def queue_visits(pipe: Pipeline, visits: Iterable[tuple[bytes, date]], now: floa
     indexes = []
     for (shard, day), members in groups.items():
         hashes = [keys.visitor_seen(shard, partition) for partition in members.values()]
-        args = [(day - EPOCH).days, day_ttl(day, now), *members]
+        args = [(day - EPOCH).days, ttls[day], *members]
         indexes.append(pipe.script(FIRST_VISIT, [keys.new_visitors(shard, day_name(day)), *hashes], args))
     for day, members in per_day.items():
         key = keys.unique_visitors(day_name(day))
         pipe.pfadd(key, *members)
-        pipe.expire(key, day_ttl(day, now))
+        pipe.expire(key, ttls[day])
     return indexes
 
 
@@ -95,8 +102,9 @@ def queue_actives(pipe: Pipeline, actives: Iterable[tuple[str, date]], now: floa
     """Queue SETBIT (integer ids) or PFADD (other ids) into each day's active-user keys."""
     bits: dict[date, set[int]] = defaultdict(set)
     others: dict[date, set[str]] = defaultdict(set)
+    ttls = _live_days(actives, now)
     for user, day in actives:
-        if day_ttl(day, now) <= 0:
+        if day not in ttls:
             continue
         offset = bitmap_offset(user, max_id)
         if offset is None:
@@ -107,11 +115,11 @@ def queue_actives(pipe: Pipeline, actives: Iterable[tuple[str, date]], now: floa
         key = keys.active_bits(day_name(day))
         for offset in sorted(offsets):
             pipe.setbit(key, offset, 1)
-        pipe.expire(key, day_ttl(day, now))
+        pipe.expire(key, ttls[day])
     for day, users in others.items():
         key = keys.active_hll(day_name(day))
         pipe.pfadd(key, *users)
-        pipe.expire(key, day_ttl(day, now))
+        pipe.expire(key, ttls[day])
 
 
 def queue_active_day(pipe: Pipeline, day: date) -> list[int]:

@@ -172,7 +172,12 @@ def build_unless_fresh(
 def wait_for_build(client: redis.Redis, report: Report, period: str, now: float, cfg: Settings, seconds: float) -> None:
     """Block until the holder announces a build or ``seconds`` pass; pass the announcement on."""
     built = keys.report_built(report_id(report, period, now))
-    popped = client.blpop([built], timeout=max(0.01, min(seconds, cfg.step_s)))
+    try:
+        popped = client.blpop([built], timeout=max(0.01, min(seconds, cfg.step_s)))
+    except redis.TimeoutError:
+        # The reply came later than the socket timeout (a loaded server): redis-py has dropped
+        # that connection, so nothing is lost; it counts as a step with no announcement.
+        return
     if popped is not None:
         relay = client.pipeline(transaction=True)
         relay.rpush(built, popped[1])

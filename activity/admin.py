@@ -7,7 +7,7 @@ query, no full COUNT), and the live last seen of the rows shown comes from Redis
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django.contrib import admin
@@ -24,6 +24,11 @@ DORMANT_DAYS = 30
 
 def utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
+
+
+def midnight(day: date) -> datetime:
+    """The start of a UTC day."""
+    return datetime.combine(day, time(), UTC)
 
 
 class SeenFilter(admin.SimpleListFilter):
@@ -45,8 +50,8 @@ class SeenFilter(admin.SimpleListFilter):
         today = audience.today()
         start_of = {
             "online": utc(now - conf.settings.ONLINE_WINDOW),
-            "today": datetime(today.year, today.month, today.day, tzinfo=UTC),
-            "week": datetime.combine(audience.week_days(today)[0], datetime.min.time(), UTC),
+            "today": midnight(today),
+            "week": midnight(audience.week_days(today)[0]),
         }
         if self.value() in start_of:
             return queryset.filter(last_seen__gte=start_of[self.value()])
@@ -100,8 +105,7 @@ class UserActivityAdmin(ReadOnlyAdmin):
         ts = row.live_ts if hasattr(row, "live_ts") else services.last_seen_many([row.user_id])[row.user_id]
         if ts is None:
             return "not in Redis (pruned or never seen)"
-        online = ts >= clock.now() - conf.settings.ONLINE_WINDOW
-        return f"{utc(ts):%Y-%m-%d %H:%M:%S} UTC" + (" (online)" if online else "")
+        return f"{utc(ts):%Y-%m-%d %H:%M:%S} UTC" + (" (online)" if services.is_online(ts) else "")
 
     @admin.display(description="current navigation session")
     def live_session(self, row: UserActivity) -> str:

@@ -37,7 +37,7 @@ class RebuildReportForm(forms.Form):
         self.fields["report"].choices = [(name, name) for name, _ in services.report_catalogue()]
 
 
-def panel_context(request: HttpRequest) -> dict[str, Any]:
+def panel_context() -> dict[str, Any]:
     found = dashboard.overview()
     today = found.stats.day
     return {
@@ -82,7 +82,7 @@ class ActivityAdminSite(admin.AdminSite):
     def dashboard_view(self, request: HttpRequest) -> TemplateResponse:
         context = {
             **self.each_context(request),
-            **panel_context(request),
+            **panel_context(),
             "title": "Activity dashboard",
             "refresh_ms": int(conf.settings.DASHBOARD_REFRESH * 1000),
             "rebuild_form": RebuildReportForm(initial={"report": "most-active", "period": "day"}),
@@ -95,9 +95,7 @@ class ActivityAdminSite(admin.AdminSite):
         JSON rather than an HTML page, so the middleware counts the poll as activity of the
         staff user but not as a page view of their navigation session.
         """
-        context = panel_context(request)
-        html = render_to_string(PANEL_TEMPLATE, context, request)
-        return JsonResponse({"html": html, "generated_at": context["generated_at"].isoformat()})
+        return JsonResponse({"html": render_to_string(PANEL_TEMPLATE, panel_context(), request)})
 
     @staticmethod
     def queue(request: HttpRequest, task: str, what: str, *args: str) -> None:

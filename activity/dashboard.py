@@ -24,7 +24,6 @@ class DayFigures:
     day: date
     active_users: int | None  # None: the day has no rollup row (yet)
     page_views: int | None
-    live: bool  # today's live figure rather than a rollup
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +50,8 @@ def daily_figures(today: date, stats: audience.Stats, days: int) -> list[DayFigu
     for n in range(days - 1):
         day = first + timedelta(days=n)
         active, views = rows.get(day, (None, None))
-        figures.append(DayFigures(day=day, active_users=active, page_views=views, live=False))
-    figures.append(
-        DayFigures(day=today, active_users=stats.active_day, page_views=services.page_views(today), live=True)
-    )
+        figures.append(DayFigures(day=day, active_users=active, page_views=views))
+    figures.append(DayFigures(day=today, active_users=stats.active_day, page_views=services.page_views(today)))
     return figures
 
 

@@ -134,12 +134,17 @@ def top_paths(day: date, n: int = 10) -> list[tuple[str, int]]:
     return sessions_store.top_paths(get_client(), day, n)
 
 
+def is_online(ts: float) -> bool:
+    """Whether a last seen at ``ts`` is within the online window of now."""
+    return ts >= clock.now() - conf.settings.ONLINE_WINDOW
+
+
 def last_seen(user: str) -> LastSeen | None:
     """One user's last seen, or None when never seen. One round trip."""
     ts = last_seen_store.get(get_client(), user)
     if ts is None:
         return None
-    return LastSeen(user=user, ts=ts, online=ts >= clock.now() - conf.settings.ONLINE_WINDOW)
+    return LastSeen(user=user, ts=ts, online=is_online(ts))
 
 
 def last_seen_many(users: Iterable[str]) -> dict[str, float | None]:

@@ -61,6 +61,13 @@ def wait_lock_free(redis_client) -> None:
     wait_for(lambda: not redis_client.exists(keys.lock("job:flush")), LOCK_TTL + 5, "the dead run's lock to expire")
 
 
+def assert_history(redis_client, snapshots: list[dict], users: int) -> None:
+    """The database never went back from one snapshot to the next, and ends equal to Redis."""
+    for before, after in itertools.pairwise(snapshots):
+        assert_not_back(before, after)
+    assert_db_equals_redis(redis_client, users)
+
+
 def kill_paused(redis_client, proc: Proc, batch: int, rng, base: float, users: int) -> None:
     """Wait for the run to pause after its claim, change some users under it, then SIGKILL the worker."""
     wait_for(lambda: f"test pause after claiming batch {batch}" in proc.log.read_text(), 30, "the pause")
@@ -106,9 +113,7 @@ def test_sigkill_at_three_points_loses_nothing(redis_client, tmp_path):
     finally:
         for proc in procs:
             proc.kill()
-    for before, after in itertools.pairwise(snapshots):
-        assert_not_back(before, after)
-    assert_db_equals_redis(redis_client, users)
+    assert_history(redis_client, snapshots, users)
 
 
 def task_results(redis_client) -> list[dict]:
@@ -141,9 +146,7 @@ def test_two_workers_and_two_beats_never_overlap_and_never_go_back(redis_client,
     finally:
         for proc in procs:
             proc.kill()
-    for before, after in itertools.pairwise(snapshots):
-        assert_not_back(before, after)
-    assert_db_equals_redis(redis_client, users)
+    assert_history(redis_client, snapshots, users)
 
     runs = [r for r in task_results(redis_client) if r["worker"].split("@")[0] in {"w1", "w2"}]
     for job in ("flush", "prune", "sweep"):

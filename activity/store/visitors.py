@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, date, datetime, time
 
 from activity.store import keys
@@ -64,7 +64,7 @@ def _home(visitor: bytes, bits: int) -> tuple[int, int]:
     return partition % VISITOR_SHARDS, partition
 
 
-def queue_visits(pipe: Pipeline, visits: Iterable[tuple[bytes, date]], now: float, partition_bits: int) -> list[int]:
+def queue_visits(pipe: Pipeline, visits: Collection[tuple[bytes, date]], now: float, partition_bits: int) -> list[int]:
     """Queue first-visit check-and-sets and unique-visitor PFADDs; returns the first-visit reply indexes.
 
     One EVALSHA per (shard, day) in the batch, each reply the number of new visitors in it.
@@ -98,7 +98,7 @@ def bitmap_offset(user: str, max_id: int) -> int | None:
     return offset if offset <= max_id else None
 
 
-def queue_actives(pipe: Pipeline, actives: Iterable[tuple[str, date]], now: float, max_id: int) -> None:
+def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: float, max_id: int) -> None:
     """Queue SETBIT (integer ids) or PFADD (other ids) into each day's active-user keys."""
     bits: dict[date, set[int]] = defaultdict(set)
     others: dict[date, set[str]] = defaultdict(set)

@@ -12,8 +12,10 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
+import redis
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
@@ -53,14 +55,37 @@ class FlushStatus:
 
 
 def _upsert_sql(rows: int) -> str:
-    """One INSERT ... ON CONFLICT per batch whose update keeps the greater ``last_seen``."""
+    """One INSERT ... SELECT ... ON CONFLICT per batch whose update keeps the greater ``last_seen``.
+
+    The batch is the relation ``batch(user_id, seen, candidate)``. On PostgreSQL it travels as three
+    comma-joined strings that ``string_to_array`` splits (see ``_joined``), the times as epoch
+    floats that ``to_timestamp`` converts: as typed arrays, which the driver formats element by
+    element, a 2,000-row batch took 55 ms instead of 32 (measured side by side). Elsewhere it is a
+    VALUES list.
+    ``candidate`` is the id as a Django user pk where it parses as one; the LEFT JOIN keeps it only
+    if that user exists, so the account is filled in the same statement. ``WHERE true`` lets
+    SQLite tell the upsert's ON from a join's.
+    """
     quote = connection.ops.quote_name
     table = quote(UserActivity._meta.db_table)
-    greatest = "MAX" if connection.vendor == "sqlite" else "GREATEST"
-    values = ", ".join(["(%s, %s, %s, %s, %s)"] * rows)
+    user = get_user_model()._meta
+    pk = quote(user.pk.column)
+    if connection.vendor == "postgresql":
+        pk_type = user.pk.cast_db_type(connection)
+        arrays = (
+            f"string_to_array(%s, ','), string_to_array(%s, ',')::float8[], string_to_array(%s, ',', '')::{pk_type}[]"
+        )
+        batch = f"SELECT u, to_timestamp(s), c FROM unnest({arrays}) AS v(u, s, c)"
+        greatest = "GREATEST"
+    else:
+        batch = "VALUES " + ", ".join(["(%s, %s, %s)"] * rows)
+        greatest = "MAX"
     return (
+        f"WITH batch (user_id, seen, candidate) AS ({batch}) "
         f"INSERT INTO {table} ({quote('user_id')}, {quote('account_id')}, {quote('first_seen')}, "
-        f"{quote('last_seen')}, {quote('updated_at')}) VALUES {values} "
+        f"{quote('last_seen')}, {quote('updated_at')}) "
+        f"SELECT batch.user_id, account.{pk}, batch.seen, batch.seen, %s "
+        f"FROM batch LEFT JOIN {quote(user.db_table)} account ON account.{pk} = batch.candidate WHERE true "
         f"ON CONFLICT ({quote('user_id')}) DO UPDATE SET "
         f"{quote('last_seen')} = {greatest}({table}.{quote('last_seen')}, EXCLUDED.{quote('last_seen')}), "
         f"{quote('account_id')} = COALESCE(EXCLUDED.{quote('account_id')}, {table}.{quote('account_id')}), "
@@ -68,45 +93,89 @@ def _upsert_sql(rows: int) -> str:
     )
 
 
-def _accounts(user_ids: Sequence[str]) -> dict[str, int]:
-    """Map the ids that are pks of existing Django users to that pk: one query per batch."""
+def _account_candidates(user_ids: Sequence[str]) -> list[object | None]:
+    """Each id as a value of the Django user pk (parsed and range-checked), or None if it is not one."""
     pk_field = get_user_model()._meta.pk
-    candidates = {}
-    for user_id in user_ids:
+
+    def candidate(user_id: str) -> object | None:
         try:
-            candidates[user_id] = pk_field.to_python(user_id)
+            value = pk_field.to_python(user_id)
+            pk_field.run_validators(value)
         except (ValidationError, ValueError, TypeError):
-            continue
-    if not candidates:
-        return {}
-    existing = set(get_user_model().objects.filter(pk__in=candidates.values()).values_list("pk", flat=True))
-    return {user_id: pk for user_id, pk in candidates.items() if pk in existing}
+            return None
+        return value
+
+    return [candidate(user_id) for user_id in user_ids]
 
 
-def upsert_last_seen(rows: Sequence[tuple[str, float]]) -> None:
-    """Write (user id, last-seen epoch seconds) pairs in one statement, never moving a row back.
+def _joined(values: Sequence[str]) -> str:
+    """``values`` joined for ``string_to_array(..., ',')``. User ids never hold a comma (they match
+    ``events.USER_ID_RE``), nor do numbers or the pk values parsed from such ids; checked anyway."""
+    text = ",".join(values)
+    if text.count(",") != len(values) - 1:
+        raise ValueError(f"a flushed value holds a comma: {[value for value in values if ',' in value][:3]}")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Upsert:
+    """One batch's statement and parameters, built apart from running it: a flush builds the next
+    batch's while the database is busy writing this one."""
+
+    sql: str
+    params: list[object]
+
+    def execute(self) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, self.params)
+
+
+def build_upsert(rows: Sequence[tuple[str, float]]) -> Upsert:
+    """The greater-of upsert of (user id, last-seen epoch seconds) pairs; ``rows`` must not be empty.
 
     ``bulk_create(update_conflicts=True)`` can only overwrite, so a late or repeated flush could
     move ``last_seen`` back; PostgreSQL's GREATEST and SQLite's two-argument MAX keep the later one.
     """
-    if not rows:
-        return
-    accounts = _accounts([user_id for user_id, _ in rows])
     adapt = connection.ops.adapt_datetimefield_value
+    user_ids = [user_id for user_id, _ in rows]
+    candidates = _account_candidates(user_ids)
     now = adapt(dt.datetime.fromtimestamp(clock.now(), dt.UTC))
-    params: list[object] = []
-    for user_id, ts in rows:
-        seen = adapt(dt.datetime.fromtimestamp(ts, dt.UTC))
-        params += [user_id, accounts.get(user_id), seen, seen, now]
-    with connection.cursor() as cursor:
-        cursor.execute(_upsert_sql(len(rows)), params)
+    if connection.vendor == "postgresql":
+        seen_texts = [repr(ts) for _, ts in rows]  # repr: the shortest text that reads back as the same float
+        candidate_texts = ["" if candidate is None else str(candidate) for candidate in candidates]
+        params: list[object] = [_joined(user_ids), _joined(seen_texts), _joined(candidate_texts)]
+    else:
+        seen = [adapt(dt.datetime.fromtimestamp(ts, dt.UTC)) for _, ts in rows]
+        params = [value for row in zip(user_ids, seen, candidates, strict=True) for value in row]
+    return Upsert(sql=_upsert_sql(len(rows)), params=[*params, now])
+
+
+def upsert_last_seen(rows: Sequence[tuple[str, float]]) -> None:
+    """Write (user id, last-seen epoch seconds) pairs in one statement, never moving a row back."""
+    if rows:
+        build_upsert(rows).execute()
+
+
+@dataclass(frozen=True, slots=True)
+class _Claimed:
+    claim_time: str
+    user_ids: list[str]
+    upsert: Upsert
+
+
+def _claim(client: redis.Redis, batch_size: int) -> _Claimed | None:
+    """Claim the next batch and build its upsert; None when nothing waits."""
+    claim_time, rows = flush_store.claim(client, clock.now(), batch_size)
+    if not rows:
+        return None
+    return _Claimed(claim_time=claim_time, user_ids=[user_id for user_id, _ in rows], upsert=build_upsert(rows))
 
 
 def _test_pause(batch: int) -> None:
     """Test-only: sleep after claiming the configured batch so a test can SIGKILL the worker there."""
     if batch == conf.settings.TEST_PAUSE_AFTER_CLAIM:
         log.warning("test pause after claiming batch %d", batch)
-        time.sleep(3600)
+        time.sleep(conf.settings.TEST_PAUSE_SECONDS)
 
 
 def reap_stale_claims() -> int:
@@ -117,9 +186,12 @@ def reap_stale_claims() -> int:
 def flush(batch_size: int | None = None, budget: float | None = None) -> FlushResult:
     """Write every unflushed change to the database, ``batch_size`` members per transaction.
 
-    Memory is bounded by one batch whatever the backlog. The run stops taking new batches after
-    ``budget`` seconds (default: half a job's lock TTL) so it ends well inside its lock; the next
-    run carries on. Call it under ``jobs.exclusive("flush")`` (the task does).
+    The Redis side runs one step ahead on a helper thread: while the database writes batch N, the
+    thread acknowledges batch N-1 and claims and builds batch N+1, so the run costs about the
+    database's time rather than the sum of both. Memory is bounded by two batches whatever the
+    backlog; a run killed anywhere leaves at most two claims, which the reaper hands back. The
+    run stops taking new batches after ``budget`` seconds (default: half a job's lock TTL) so it
+    ends well inside its lock; the next run carries on. Call it under ``jobs.exclusive("flush")``.
     """
     batch_size = batch_size or conf.settings.FLUSH_BATCH
     budget = jobs.lock_ttl() / 2 if budget is None else budget
@@ -127,18 +199,21 @@ def flush(batch_size: int | None = None, budget: float | None = None) -> FlushRe
     client = get_client()
     reaped = reap_stale_claims()
     flushed = batches = 0
-    while True:
-        claim_time, rows = flush_store.claim(client, clock.now(), batch_size)
-        if not rows:
-            break
-        batches += 1
-        _test_pause(batches)
-        with transaction.atomic():
-            upsert_last_seen(rows)
-        flush_store.ack(client, claim_time, [user_id for user_id, _ in rows])
-        flushed += len(rows)
-        if time.monotonic() >= deadline:
-            break
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flush-redis") as redis_side:
+        claiming: Future[_Claimed | None] | None = redis_side.submit(_claim, client, batch_size)
+        acking: Future[int] | None = None
+        while claiming is not None and (batch := claiming.result()) is not None:
+            batches += 1
+            _test_pause(batches)
+            claiming = redis_side.submit(_claim, client, batch_size) if time.monotonic() < deadline else None
+            with transaction.atomic():
+                batch.upsert.execute()
+            if acking is not None:
+                acking.result()  # surfaces a failed ack before queueing the next
+            acking = redis_side.submit(flush_store.ack, client, batch.claim_time, batch.user_ids)
+            flushed += len(batch.user_ids)
+        if acking is not None:
+            acking.result()
     remaining = flush_store.backlog(client)
     log.info("flush: %d members in %d batches, %d reaped, %d waiting", flushed, batches, reaped, remaining.dirty)
     return FlushResult(flushed=flushed, batches=batches, reaped=reaped, remaining=remaining.dirty)

@@ -25,26 +25,26 @@ def dormant_users(days: float, window: float = 1.0, page_size: int = 500) -> Ite
     """Pages of users whose last activity lies between ``days + window`` and ``days`` days ago.
 
     A daily job with ``window=1`` therefore meets each user once, on the day they cross the line.
-    Pages follow the (last_seen, id) keyset, so rows changing meanwhile never shift a page; users
+    Pages follow the (last_seen, user_id) keyset, so rows changing meanwhile never shift a page; users
     seen again since the last flush (live last seen newer than the line) are left out.
     """
     now = clock.now()
     line = dt.datetime.fromtimestamp(now - days * 86400, dt.UTC)
     since = dt.datetime.fromtimestamp(now - (days + window) * 86400, dt.UTC)
-    rows = UserActivity.objects.filter(last_seen__gte=since, last_seen__lt=line).order_by("last_seen", "id")
-    after: tuple[dt.datetime, int] | None = None
+    rows = UserActivity.objects.filter(last_seen__gte=since, last_seen__lt=line).order_by("last_seen", "user_id")
+    after: tuple[dt.datetime, str] | None = None
     while True:
         page_rows = rows
         if after is not None:
-            page_rows = rows.filter(last_seen__gte=after[0]).exclude(last_seen=after[0], id__lte=after[1])
-        page = list(page_rows.values_list("id", "user_id", "account_id", "last_seen")[:page_size])
+            page_rows = rows.filter(last_seen__gte=after[0]).exclude(last_seen=after[0], user_id__lte=after[1])
+        page = list(page_rows.values_list("user_id", "account_id", "last_seen")[:page_size])
         if not page:
             return
-        after = (page[-1][3], page[-1][0])
-        live = services.last_seen_many(user_id for _, user_id, _, _ in page)
+        after = (page[-1][2], page[-1][0])
+        live = services.last_seen_many(user_id for user_id, _, _ in page)
         cutoff = line.timestamp()
         yield [
             Dormant(user=user_id, account_id=account_id, last_seen=last_seen)
-            for _, user_id, account_id, last_seen in page
+            for user_id, account_id, last_seen in page
             if (live[user_id] or 0.0) < cutoff
         ]

@@ -7,13 +7,14 @@ from django.db import models
 class UserActivity(models.Model):
     """A user's last seen as of the latest flush. Redis stays the live source of truth."""
 
-    user_id = models.CharField("user id", max_length=64, unique=True)
+    user_id = models.CharField("user id", max_length=64, primary_key=True)
     account = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         db_constraint=False,
+        db_index=False,
         related_name="+",
         verbose_name="Django user",
         help_text="The Django user whose pk is this id, when there is one.",
@@ -26,6 +27,13 @@ class UserActivity(models.Model):
         verbose_name = "user activity"
         verbose_name_plural = "user activity"
         ordering = ["-last_seen"]
+        # Every index is written by each flushed row, so there are only the ones queries use: the
+        # user id (the primary key: no surrogate id to index), last seen, and the Django user for
+        # the rows that have one. Migration 0003 drops the LIKE-pattern index that PostgreSQL
+        # gets for a CharField key; no query here uses it.
+        indexes = [
+            models.Index(fields=["account"], condition=models.Q(account__isnull=False), name="activity_account_idx")
+        ]
         permissions = [("ingest_events", "Can send activity events to the ingest API")]
 
     def __str__(self) -> str:

@@ -5,6 +5,8 @@ private redis-server: every user seen ``REQUESTS_PER_USER`` times (so Redis take
 user and holds one changed member each). A fresh process then flushes the whole backlog with
 ``activity.flush.flush`` (batches of 2,000, one upsert each) and reports rows/s and its peak
 memory (``ru_maxrss``) before and after, so a flat peak at 10x the backlog shows bounded memory.
+These users are new, so every row is inserted; a last phase sees the 1,000,000 users again, so
+every row exists and is updated (the steady state of a running site).
 
 Side by side, the anchors' way (one ``UserActivity.objects.filter(...).update(...)`` per request,
 autocommit) runs over a sample of requests against the same table; the database work for the same
@@ -68,6 +70,16 @@ def wal_lsn() -> int:
         return int(cursor.fetchone()[0])
 
 
+def checkpointed_wal_lsn() -> int:
+    """The WAL position right after a CHECKPOINT, so both ways start with the same full-page writes
+    ahead of them (the first change of each page after a checkpoint logs the whole page)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("CHECKPOINT")
+    return wal_lsn()
+
+
 def record(users: int, base: float) -> None:
     """Every user seen ``REQUESTS_PER_USER`` times, later each time, through the store's Lua update."""
     from activity.store import last_seen as last_seen_store
@@ -127,7 +139,7 @@ def orm_per_request(users: int, base: float) -> dict:
 
     from activity.models import UserActivity
 
-    wal = wal_lsn()
+    wal = checkpointed_wal_lsn()
     started = time.perf_counter()
     for request in range(ORM_SAMPLE):
         user = (request * 7919) % users
@@ -137,6 +149,26 @@ def orm_per_request(users: int, base: float) -> dict:
     wal_bytes = wal_lsn() - wal
     connection.close()
     return {"requests": ORM_SAMPLE, "seconds": seconds, "wal_bytes": wal_bytes}
+
+
+def measure(redis_url: str, users: int, base: float, returning: bool) -> dict:
+    """Record the traffic, then flush it in a fresh process; rows/s, memory and WAL of the flush."""
+    from django.db import connection
+
+    started = time.perf_counter()
+    record(users, base)
+    recorded = time.perf_counter() - started
+    wal = checkpointed_wal_lsn()
+    connection.close()
+    flushed = run_flush(redis_url)
+    flushed["wal_bytes"] = wal_lsn() - wal
+    flushed.update(users=users, returning=returning, requests=users * REQUESTS_PER_USER, record_seconds=recorded)
+    flushed["rows_per_s"] = flushed["rows"] / flushed["seconds"]
+    print(
+        f"{users:>9} {'returning' if returning else 'new'} users: {flushed['rows_per_s']:,.0f} rows/s, "
+        f"peak RSS {flushed['rss_peak_kb'] / 1024:.1f} MiB"
+    )
+    return flushed
 
 
 def reset(redis_client) -> None:
@@ -162,7 +194,6 @@ def main() -> None:
     try:
         setup_django(redis_server.url)
         from django.core.management import call_command
-        from django.db import connection
 
         from activity.store.client import get_client
 
@@ -171,20 +202,9 @@ def main() -> None:
         phases = []
         for users in sizes:
             reset(get_client())
-            started = time.perf_counter()
-            record(users, base)
-            recorded = time.perf_counter() - started
-            wal = wal_lsn()
-            connection.close()
-            flushed = run_flush(redis_server.url)
-            flushed["wal_bytes"] = wal_lsn() - wal
-            flushed.update(users=users, requests=users * REQUESTS_PER_USER, record_seconds=recorded)
-            flushed["rows_per_s"] = flushed["rows"] / flushed["seconds"]
-            phases.append(flushed)
-            print(
-                f"{users:>9} users: {flushed['rows_per_s']:,.0f} rows/s, "
-                f"peak RSS {flushed['rss_peak_kb'] / 1024:.1f} MiB"
-            )
+            phases.append(measure(redis_server.url, users, base, returning=False))
+        # The steady state: the same users seen again, so every row exists and is updated.
+        phases.append(measure(redis_server.url, sizes[-1], base + 3600, returning=True))
         orm = orm_per_request(sizes[-1], base)
     finally:
         redis_server.stop()
@@ -194,9 +214,9 @@ def main() -> None:
         with psycopg.connect(f"{PG}/postgres", autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
 
-    big = phases[-1]
+    new_phases = [phase for phase in phases if not phase["returning"]]
+    big = phases[-1]  # returning users: rows exist, as for the ORM's updates
     requests = big["requests"]
-    flush_statements = 2 * big["batches"]  # one account lookup + one upsert per batch
     orm_total = {
         "statements": requests,
         "transactions": requests,
@@ -204,7 +224,7 @@ def main() -> None:
         "seconds": orm["seconds"] / orm["requests"] * requests,
     }
     flush_total = {
-        "statements": flush_statements,
+        "statements": big["batches"],  # one upsert (with its account lookup) per batch
         "transactions": big["batches"],
         "wal_bytes": big["wal_bytes"],
         "seconds": big["seconds"],
@@ -215,7 +235,7 @@ def main() -> None:
         "batch": BATCH,
         "requests_per_user": REQUESTS_PER_USER,
         "phases": phases,
-        "memory_growth_at_10x_backlog": phases[-1]["rss_peak_kb"] / phases[0]["rss_peak_kb"],
+        "memory_growth_at_10x_backlog": new_phases[-1]["rss_peak_kb"] / new_phases[0]["rss_peak_kb"],
         "orm_sample": orm,
         "same_traffic": {
             "requests": requests,
@@ -232,21 +252,22 @@ def main() -> None:
 
 def markdown(results: dict) -> str:
     lines = [
-        "| backlog (changed users) | rows flushed | seconds | rows/s | peak RSS before / after flush (MiB) |",
-        "|---:|---:|---:|---:|---:|",
+        "| backlog (changed users) | rows | rows flushed | seconds | rows/s | peak RSS before / after flush (MiB) |",
+        "|---:|---|---:|---:|---:|---:|",
     ]
     for phase in results["phases"]:
+        rows = "exist (updated)" if phase["returning"] else "new (inserted)"
         lines.append(
-            f"| {phase['users']:,} | {phase['rows']:,} | {phase['seconds']:.1f} | {phase['rows_per_s']:,.0f} "
+            f"| {phase['users']:,} | {rows} | {phase['rows']:,} | {phase['seconds']:.1f} | {phase['rows_per_s']:,.0f} "
             f"| {phase['rss_before_kb'] / 1024:.1f} / {phase['rss_peak_kb'] / 1024:.1f} |"
         )
     same = results["same_traffic"]
     lines += [
         "",
-        f"Peak memory at 10x the backlog: x{results['memory_growth_at_10x_backlog']:.2f}.",
+        f"Peak memory at 10x the backlog (new rows): x{results['memory_growth_at_10x_backlog']:.2f}.",
         "",
-        f"Database write load for the same traffic ({same['requests']:,} requests, "
-        f"{results['requests_per_user']} per user; ORM figures scaled from a "
+        f"Database write load for the same traffic ({same['requests']:,} requests of returning users, "
+        f"{results['requests_per_user']} per user, rows existing; ORM figures scaled from a "
         f"{results['orm_sample']['requests']:,}-request sample):",
         "",
         f"| | one ORM update per request | flush (batches of {results['batch']:,}) | ratio |",

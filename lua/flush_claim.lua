@@ -9,6 +9,8 @@
 -- ARGV[2]  how many members to claim at most (the oldest changes first)
 -- Returns  a flat array member1, last_seen1, member2, last_seen2, ... of the claimed members with
 --          their current last-seen scores. A dirty member with no last-seen score left is dropped.
+--
+-- One ZMSCORE and one variadic ZADD per chunk of members, not two calls per member.
 if #KEYS ~= 3 or #ARGV ~= 2 then
   return redis.error_reply('flush_claim: expected 3 keys and 2 arguments')
 end
@@ -17,15 +19,26 @@ if tonumber(ARGV[1]) == nil or limit == nil or limit < 1 then
   return redis.error_reply('flush_claim: now must be a number and limit a positive integer')
 end
 
+local CHUNK = 1000 -- members per ZMSCORE/ZADD, well under Lua's unpack limit
 local popped = redis.call('ZPOPMIN', KEYS[2], limit)
 local claimed = {}
-for i = 1, #popped, 2 do
-  local member = popped[i]
-  local score = redis.call('ZSCORE', KEYS[1], member)
-  if score ~= false then
-    redis.call('ZADD', KEYS[3], ARGV[1], member)
-    claimed[#claimed + 1] = member
-    claimed[#claimed + 1] = score
+for first = 1, #popped, 2 * CHUNK do
+  local members = {}
+  for i = first, math.min(first + 2 * CHUNK - 1, #popped), 2 do
+    members[#members + 1] = popped[i]
+  end
+  local scores = redis.call('ZMSCORE', KEYS[1], unpack(members))
+  local marks = {}
+  for n = 1, #members do
+    if scores[n] then
+      marks[#marks + 1] = ARGV[1]
+      marks[#marks + 1] = members[n]
+      claimed[#claimed + 1] = members[n]
+      claimed[#claimed + 1] = scores[n]
+    end
+  end
+  if #marks > 0 then
+    redis.call('ZADD', KEYS[3], unpack(marks))
   end
 end
 return claimed

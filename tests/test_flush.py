@@ -53,7 +53,26 @@ def test_upsert_keeps_the_greater_last_seen_and_fills_the_account(now):
 
 
 @pytest.mark.django_db
-def test_flush_is_one_upsert_and_one_lookup_per_batch(redis_client, now):
+def test_upsert_takes_any_valid_id_and_only_links_existing_users(now):
+    account = get_user_model().objects.create_user("bob")
+    odd = ["NULL", "null", "99999999999999999999", "-3", "0", "a.b:c@d-e_f", str(account.pk + 1000)]
+    flush.upsert_last_seen([(user_id, T0 + n) for n, user_id in enumerate([*odd, str(account.pk)])])
+    rows = {row.user_id: row for row in UserActivity.objects.all()}
+    assert sorted(rows) == sorted([*odd, str(account.pk)])  # NULL-looking and out-of-range ids are plain ids
+    assert {user_id: row.account_id for user_id, row in rows.items() if row.account_id} == {str(account.pk): account.pk}
+    assert [rows[user_id].last_seen.timestamp() for user_id in odd] == [T0 + n for n in range(len(odd))]
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the comma-joined batch is PostgreSQL's")
+def test_an_id_with_a_comma_fails_the_batch_before_anything_is_written(now):
+    with pytest.raises(ValueError, match="comma"):
+        flush.upsert_last_seen([("fine", T0), ("not,valid", T0)])
+    assert not UserActivity.objects.exists()
+
+
+@pytest.mark.django_db
+def test_flush_is_one_statement_per_batch(redis_client, now):
     flush.flush()  # on nothing: loads the scripts, so their first NOSCRIPT retries are not counted below
     flush_store.ack(redis_client, "0", ["nobody"])
     last_seen_store.update(redis_client, {str(i): T0 + i / 1000 for i in range(250)}, now.t)
@@ -63,9 +82,9 @@ def test_flush_is_one_upsert_and_one_lookup_per_batch(redis_client, now):
     assert (result.flushed, result.batches, result.remaining) == (250, 3, 0)
     # One reap, then a claim and an ack per batch, and the final empty claim: never a call per user.
     assert redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - before == 1 + 3 * 2 + 1
-    writes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
-    lookups = [q["sql"] for q in queries.captured_queries if "auth_user" in q["sql"]]
-    assert len(writes) == 3 and len(lookups) == 3
+    # The upsert looks the Django users up itself: one statement per batch, none per user.
+    statements = [q["sql"] for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]]
+    assert len(statements) == 3 and all("INSERT INTO" in sql for sql in statements)
     assert db_last_seen() == {str(i): pytest.approx(T0 + i / 1000, abs=1e-6) for i in range(250)}
     assert redis_client.zcard(keys.last_seen_dirty()) == redis_client.zcard(keys.last_seen_claimed()) == 0
 
@@ -96,6 +115,34 @@ def test_reaper_returns_dead_claims_and_a_late_ack_keeps_a_newer_claim(redis_cli
     assert flush_store.ack(redis_client, dead_time, ["a", "b"]) == 0  # the slow old run wakes up
     assert redis_client.zcard(keys.last_seen_claimed()) == 2
     assert flush_store.ack(redis_client, new_time, ["a", "b"]) == 2
+
+
+@pytest.mark.django_db
+def test_a_failed_write_acknowledges_nothing_and_the_next_run_writes_everything(redis_client, now, monkeypatch):
+    last_seen_store.update(redis_client, {str(i): T0 + i for i in range(50)}, now.t)
+    execute = flush.Upsert.execute
+    calls = []
+
+    def fail_second(upsert):
+        calls.append(upsert)
+        if len(calls) == 2:
+            raise RuntimeError("database went away")
+        execute(upsert)
+
+    monkeypatch.setattr(flush.Upsert, "execute", fail_second)
+    with pytest.raises(RuntimeError, match="went away"):
+        flush.flush(batch_size=10)
+    # Batch 1 committed and was acknowledged; batch 2 failed and batch 3, claimed ahead while 2 was
+    # being written, never reached the database: both stay claimed, the other 20 changes dirty.
+    assert len(db_last_seen()) == 10
+    assert redis_client.zcard(keys.last_seen_claimed()) == 20
+    assert redis_client.zcard(keys.last_seen_dirty()) == 20
+    monkeypatch.setattr(flush.Upsert, "execute", execute)
+    now.t += jobs.lock_ttl() + 1  # the failed run's claims are stale now
+    result = flush.flush(batch_size=10)
+    assert (result.reaped, result.flushed, result.remaining) == (20, 40, 0)
+    assert db_last_seen() == {str(i): T0 + i for i in range(50)}
+    assert redis_client.zcard(keys.last_seen_claimed()) == 0
 
 
 @pytest.mark.django_db

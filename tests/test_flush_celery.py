@@ -131,6 +131,8 @@ def test_two_workers_and_two_beats_never_overlap_and_never_go_back(redis_client,
     # Runs must end within a tick or two (so each job runs several times) while two beats send every tick.
     schedule = {"ACTIVITY_FLUSH_INTERVAL": "1", "ACTIVITY_PRUNE_INTERVAL": "1", "ACTIVITY_SWEEP_INTERVAL": "1"}
     schedule["ACTIVITY_FLUSH_BATCH"] = "200"
+    # Each flush holds its lock past the next tick, so runs sent meanwhile (by either beat) find it busy.
+    schedule.update(ACTIVITY_TEST_PAUSE_AFTER_CLAIM="1", ACTIVITY_TEST_PAUSE_SECONDS="1.2")
     procs = [worker(name, tmp_path, **schedule) for name in ("w1", "w2")]
     procs += [beat(name, tmp_path, **schedule) for name in ("beat1", "beat2")]
     snapshots = []

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 import redis
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 
 from activity import clock, conf, jobs
 from activity.models import UserActivity
@@ -94,16 +94,32 @@ def _upsert_sql(rows: int) -> str:
 
 
 def _account_candidates(user_ids: Sequence[str]) -> list[object | None]:
-    """Each id as a value of the Django user pk (parsed and range-checked), or None if it is not one."""
-    pk_field = get_user_model()._meta.pk
+    """Each id as the Django user pk it spells (``str(pk) == id``, within the column), else None.
 
-    def candidate(user_id: str) -> object | None:
-        try:
-            value = pk_field.to_python(user_id)
-            pk_field.run_validators(value)
-        except (ValidationError, ValueError, TypeError):
-            return None
-        return value
+    "007" is not user 7: the middleware records ``str(user.pk)``, so only that spelling is a user.
+    Integer keys, the common case, skip ``run_validators``: it cost more than the rest of a batch's
+    Python, which runs beside the database's write and slowed it (about 12% fewer rows/s).
+    """
+    pk_field = get_user_model()._meta.pk
+    if isinstance(pk_field, models.IntegerField):
+        low, high = connection.ops.integer_field_range(pk_field.get_internal_type())
+
+        def candidate(user_id: str) -> object | None:
+            try:
+                value = int(user_id)
+            except ValueError:
+                return None
+            return value if str(value) == user_id and low <= value <= high else None
+
+    else:
+
+        def candidate(user_id: str) -> object | None:
+            try:
+                value = pk_field.to_python(user_id)
+                pk_field.run_validators(value)
+            except (ValidationError, ValueError, TypeError):
+                return None
+            return value if str(value) == user_id else None
 
     return [candidate(user_id) for user_id in user_ids]
 

@@ -55,10 +55,11 @@ def test_upsert_keeps_the_greater_last_seen_and_fills_the_account(now):
 @pytest.mark.django_db
 def test_upsert_takes_any_valid_id_and_only_links_existing_users(now):
     account = get_user_model().objects.create_user("bob")
-    odd = ["NULL", "null", "99999999999999999999", "-3", "0", "a.b:c@d-e_f", str(account.pk + 1000)]
+    odd = ["NULL", "null", "99999999999999999999", "-3", "0", "a.b:c@d-e_f", str(account.pk + 1000), f"0{account.pk}"]
     flush.upsert_last_seen([(user_id, T0 + n) for n, user_id in enumerate([*odd, str(account.pk)])])
     rows = {row.user_id: row for row in UserActivity.objects.all()}
-    assert sorted(rows) == sorted([*odd, str(account.pk)])  # NULL-looking and out-of-range ids are plain ids
+    # NULL-looking, out-of-range and zero-padded ids are plain ids: only str(pk) is the user.
+    assert sorted(rows) == sorted([*odd, str(account.pk)])
     assert {user_id: row.account_id for user_id, row in rows.items() if row.account_id} == {str(account.pk): account.pk}
     assert [rows[user_id].last_seen.timestamp() for user_id in odd] == [T0 + n for n in range(len(odd))]
 

@@ -91,6 +91,16 @@ def test_flush_is_one_statement_per_batch(redis_client, now):
 
 
 @pytest.mark.django_db
+def test_a_run_out_of_budget_stops_without_leaving_a_claim_behind(redis_client, now):
+    last_seen_store.update(redis_client, {str(i): T0 + i for i in range(30)}, now.t)
+    result = flush.flush(batch_size=10, budget=0)  # no time for a second batch: none is claimed ahead
+    assert (result.flushed, result.batches, result.remaining) == (10, 1, 20)
+    assert redis_client.zcard(keys.last_seen_claimed()) == 0  # nothing waits for the reaper
+    assert flush.flush(batch_size=10).flushed == 20
+    assert db_last_seen() == {str(i): T0 + i for i in range(30)}
+
+
+@pytest.mark.django_db
 def test_update_during_a_flush_is_flushed_by_the_next_batch(redis_client, now):
     last_seen_store.update(redis_client, {"a": T0, "b": T0}, now.t)
     claim_time, rows = flush_store.claim(redis_client, now.t, 10)

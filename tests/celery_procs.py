@@ -56,6 +56,12 @@ class Proc:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=10)
 
+    def __enter__(self) -> Proc:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.kill()  # whether the test passed or not: no process outlives its test
+
 
 def worker(name: str, tmp_path: Path, **env: str) -> Proc:
     queue = settings.CELERY_TASK_DEFAULT_QUEUE

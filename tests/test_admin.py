@@ -273,8 +273,7 @@ def messages_of(response) -> list[str]:
 def test_flush_now_and_recompute_now_run_on_a_real_worker(admin_client, redis_client, tmp_path):
     users = [str(n) for n in range(1001, 1051)]
     services.record_events([Event(user=user, ts=clock.now() - 1) for user in users])
-    proc = worker("admin", tmp_path)
-    try:
+    with worker("admin", tmp_path):
         response = admin_client.post(FLUSH, follow=True)
         assert response.redirect_chain[-1][0] == DASHBOARD
         assert any(
@@ -296,5 +295,3 @@ def test_flush_now_and_recompute_now_run_on_a_real_worker(admin_client, redis_cl
         wait_for(rebuilt, 60, "the worker's rebuild")
         results = [json.loads(redis_client.get(key)) for key in redis_client.scan_iter(match="celery-task-meta-*")]
         assert {"report": "most-active", "period": "day", "outcome": "built"} in [r["result"] for r in results]
-    finally:
-        proc.kill()

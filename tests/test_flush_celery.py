@@ -10,6 +10,7 @@ import itertools
 import json
 import random
 import time
+from contextlib import ExitStack
 
 import pytest
 
@@ -81,38 +82,34 @@ def test_sigkill_at_three_points_loses_nothing(redis_client, tmp_path):
     users, rng, base = 20_000, random.Random(5), time.time() - 7200
     record(users, 60_000, rng, base, everyone=True)
     snapshots = [db_snapshot()]
-    procs: list[Proc] = []
-    try:
+    with ExitStack() as stack:
         # 1: killed right after its first claim, before any database write.
-        procs.append(worker("first", tmp_path, ACTIVITY_TEST_PAUSE_AFTER_CLAIM="1"))
+        first = stack.enter_context(worker("first", tmp_path, ACTIVITY_TEST_PAUSE_AFTER_CLAIM="1"))
         maintenance.flush.delay()
-        kill_paused(redis_client, procs[-1], 1, rng, base, users)
+        kill_paused(redis_client, first, 1, rng, base, users)
         assert UserActivity.objects.count() == 0
         snapshots.append(db_snapshot())
 
         # 2: killed after two committed batches, holding its third claim (and the first run's claim).
-        procs.append(worker("second", tmp_path, ACTIVITY_TEST_PAUSE_AFTER_CLAIM="3"))
+        second = stack.enter_context(worker("second", tmp_path, ACTIVITY_TEST_PAUSE_AFTER_CLAIM="3"))
         wait_lock_free(redis_client)
         maintenance.flush.delay()
-        kill_paused(redis_client, procs[-1], 3, rng, base, users)
+        kill_paused(redis_client, second, 3, rng, base, users)
         assert UserActivity.objects.count() == 2 * BATCH
         snapshots.append(db_snapshot())
 
         # 3: no pause; killed wherever it is once it has made progress (mid-write, before its ack...).
-        procs.append(worker("third", tmp_path))
+        third = stack.enter_context(worker("third", tmp_path))
         wait_lock_free(redis_client)
         maintenance.flush.delay()
         wait_for(lambda: UserActivity.objects.count() > 2 * BATCH, 30, "the third run to write")
-        procs[-1].kill()
+        third.kill()
         snapshots.append(db_snapshot())
         record(users, 10_000, rng, base + 2400)
 
-        procs.append(worker("fourth", tmp_path))
+        stack.enter_context(worker("fourth", tmp_path))
         drain(redis_client)
         snapshots.append(db_snapshot())
-    finally:
-        for proc in procs:
-            proc.kill()
     assert_history(redis_client, snapshots, users)
 
 
@@ -133,10 +130,12 @@ def test_two_workers_and_two_beats_never_overlap_and_never_go_back(redis_client,
     schedule["ACTIVITY_FLUSH_BATCH"] = "200"
     # Each flush holds its lock past the next tick, so runs sent meanwhile (by either beat) find it busy.
     schedule.update(ACTIVITY_TEST_PAUSE_AFTER_CLAIM="1", ACTIVITY_TEST_PAUSE_SECONDS="1.2")
-    procs = [worker(name, tmp_path, **schedule) for name in ("w1", "w2")]
-    procs += [beat(name, tmp_path, **schedule) for name in ("beat1", "beat2")]
     snapshots = []
-    try:
+    with ExitStack() as stack:
+        for name in ("w1", "w2"):
+            stack.enter_context(worker(name, tmp_path, **schedule))
+        for name in ("beat1", "beat2"):
+            stack.enter_context(beat(name, tmp_path, **schedule))
         record(users, users, rng, base, everyone=True)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -145,9 +144,6 @@ def test_two_workers_and_two_beats_never_overlap_and_never_go_back(redis_client,
             time.sleep(0.2)
         drain(redis_client)
         snapshots.append(db_snapshot())
-    finally:
-        for proc in procs:
-            proc.kill()
     assert_history(redis_client, snapshots, users)
 
     runs = [r for r in task_results(redis_client) if r["worker"].split("@")[0] in {"w1", "w2"}]

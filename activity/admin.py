@@ -7,7 +7,7 @@ query, no full COUNT), and the live last seen of the rows shown comes from Redis
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import admin
@@ -16,19 +16,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
-from activity import audience, clock, conf, services
+from activity import clock, conf, services
+from activity.calendar import midnight, today, utc, week_days
 from activity.models import DailyRollup, UserActivity
 
 DORMANT_DAYS = 30
-
-
-def utc(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
-
-
-def midnight(day: date) -> datetime:
-    """The start of a UTC day."""
-    return datetime.combine(day, time(), UTC)
 
 
 class SeenFilter(admin.SimpleListFilter):
@@ -47,11 +39,11 @@ class SeenFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         now = clock.now()
-        today = audience.today()
+        day = today()
         start_of = {
             "online": utc(now - conf.settings.ONLINE_WINDOW),
-            "today": midnight(today),
-            "week": midnight(audience.week_days(today)[0]),
+            "today": midnight(day),
+            "week": midnight(week_days(day)[0]),
         }
         if self.value() in start_of:
             return queryset.filter(last_seen__gte=start_of[self.value()])

@@ -7,7 +7,6 @@ project with its own ``AdminSite`` subclasses this one instead. Every view goes 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from celery import current_app
@@ -22,19 +21,19 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_POST
 from kombu.exceptions import OperationalError
 
-from activity import charts, conf, dashboard, services
-from activity.store.reports import PERIODS
+from activity import charts, conf, dashboard, reports
+from activity.calendar import utc
 
 PANEL_TEMPLATE = "admin/activity/dashboard_panel.html"
 
 
 class RebuildReportForm(forms.Form):
     report = forms.ChoiceField()
-    period = forms.ChoiceField(choices=[(period, period) for period in PERIODS])
+    period = forms.ChoiceField(choices=[(period, period) for period in reports.PERIODS])
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["report"].choices = [(name, name) for name, _ in services.report_catalogue()]
+        self.fields["report"].choices = [(name, name) for name, _ in reports.catalogue()]
 
 
 def panel_context() -> dict[str, Any]:
@@ -42,7 +41,7 @@ def panel_context() -> dict[str, Any]:
     today = found.stats.day
     return {
         "overview": found,
-        "generated_at": datetime.fromtimestamp(found.generated_at, UTC),
+        "generated_at": utc(found.generated_at),
         "active_chart": charts.bar_chart(
             "Daily active users", [(d.day, d.active_users) for d in found.days], highlight=today
         ),

@@ -7,9 +7,9 @@ class ActivityConfig(AppConfig):
     verbose_name = "Activity"
 
     def ready(self) -> None:
-        from activity import signals
+        from activity import group_membership
 
-        signals.connect()
+        group_membership.connect()
 
 
 class ActivityAdminConfig(admin_apps.AdminConfig):

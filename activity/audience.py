@@ -7,26 +7,23 @@ Days are UTC days; weeks start on Monday; "this week" and "this month" run up to
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date
 from typing import Any
 
 from django.utils import timezone
 
-from activity import clock, conf
+from activity import calendar, clock, conf, locks
+from activity.errors import DayOutOfRange
 from activity.models import DailyRollup
-from activity.store import keys
+from activity.store import actives as actives_store
 from activity.store import last_seen as last_seen_store
 from activity.store import sessions as sessions_store
-from activity.store import visitors as store
+from activity.store import visitors as visitors_store
 from activity.store.client import get_client
-from activity.store.locks import Lock
+from activity.store.daily import KEEP_DAYS, day_ttl, total
 from activity.store.scripts import Pipeline
 
-ROLLUP_LOCK_MS = 60_000
-
-
-class DayOutOfRange(ValueError):
-    """The day is in the future or its Redis figures have already expired."""
+ROLLUP_LOCK_TTL = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,39 +53,25 @@ class Stats:
         }
 
 
-def today() -> date:
-    return store.day_of(clock.now())
-
-
-def week_days(day: date) -> list[date]:
-    """Monday of ``day``'s ISO week up to ``day``."""
-    return [day - timedelta(days=n) for n in range(day.weekday(), -1, -1)]
-
-
-def month_days(day: date) -> list[date]:
-    """The first of ``day``'s month up to ``day``."""
-    return [day.replace(day=n) for n in range(1, day.day + 1)]
-
-
 def stats() -> Stats:
     """Today's figures. One round trip: every read, the online count included, in one pipeline."""
     now = clock.now()
-    day = store.day_of(now)
+    day = calendar.day_of(now)
+    week, month = calendar.week_days(day), calendar.month_days(day)
     cache_ms = conf.settings.STATS_CACHE_TTL * 1000
     pipe = Pipeline(get_client())
-    online_at = len(pipe)
-    last_seen_store.count_since(pipe, now - conf.settings.ONLINE_WINDOW)
+    online_at = last_seen_store.queue_count_since(pipe, now - conf.settings.ONLINE_WINDOW)
     reads = {
-        "active_day": store.queue_active_day(pipe, day),
-        "active_week": store.queue_active_union(pipe, "week", week_days(day), cache_ms),
-        "active_month": store.queue_active_union(pipe, "month", month_days(day), cache_ms),
-        "new_visitors_day": store.queue_new_visitors(pipe, day),
-        "unique_visitors_day": store.queue_unique_day(pipe, day),
-        "unique_visitors_week": store.queue_unique_union(pipe, "week", week_days(day), cache_ms),
-        "unique_visitors_month": store.queue_unique_union(pipe, "month", month_days(day), cache_ms),
+        "active_day": actives_store.queue_active_day(pipe, day),
+        "active_week": actives_store.queue_active_union(pipe, "week", week, cache_ms),
+        "active_month": actives_store.queue_active_union(pipe, "month", month, cache_ms),
+        "new_visitors_day": visitors_store.queue_new_visitors(pipe, day),
+        "unique_visitors_day": visitors_store.queue_unique_day(pipe, day),
+        "unique_visitors_week": visitors_store.queue_unique_union(pipe, "week", week, cache_ms),
+        "unique_visitors_month": visitors_store.queue_unique_union(pipe, "month", month, cache_ms),
     }
     results = pipe.execute()
-    figures = {name: store.total(results, indexes) for name, indexes in reads.items()}
+    figures = {name: total(results, indexes) for name, indexes in reads.items()}
     return Stats(day=day, online=int(results[online_at]), **figures)
 
 
@@ -101,26 +84,25 @@ def rollup_day(day: date) -> DailyRollup | None:
     Sessions started and page views come from the navigation-session counters of that day.
     """
     now = clock.now()
-    if day > store.day_of(now) or store.day_ttl(day, now) <= 0:
-        raise DayOutOfRange(f"{day} is not between today and {store.KEEP_DAYS} days ago")
-    client = get_client()
-    lock = Lock(client, keys.lock(f"rollup:{store.day_name(day)}"), ROLLUP_LOCK_MS)
-    if not lock.acquire():
-        return None
-    try:
+    if day > calendar.day_of(now) or day_ttl(day, now) <= 0:
+        raise DayOutOfRange(f"{day} is not between today and {KEEP_DAYS} days ago")
+    with locks.exclusive(f"rollup:{calendar.day_name(day)}", ROLLUP_LOCK_TTL) as acquired:
+        if not acquired:
+            return None
+        client = get_client()
         pipe = Pipeline(client)
-        new_at = store.queue_harvest(pipe, day, now)
-        active_at = store.queue_active_day(pipe, day)
-        unique_at = store.queue_unique_day(pipe, day)
+        new_at = visitors_store.queue_harvest(pipe, day, now)
+        active_at = actives_store.queue_active_day(pipe, day)
+        unique_at = visitors_store.queue_unique_day(pipe, day)
         results = pipe.execute()
         sessions, page_views = sessions_store.day_counts(client, day)
         row = DailyRollup(
             day=day,
             sessions=sessions,
             page_views=page_views,
-            active_users=store.total(results, active_at),
-            new_visitors=store.total(results, new_at),
-            unique_visitors=store.total(results, unique_at),
+            active_users=total(results, active_at),
+            new_visitors=total(results, new_at),
+            unique_visitors=total(results, unique_at),
             updated_at=timezone.now(),
         )
         DailyRollup.objects.bulk_create(
@@ -130,5 +112,3 @@ def rollup_day(day: date) -> DailyRollup | None:
             update_fields=["active_users", "sessions", "page_views", "new_visitors", "unique_visitors", "updated_at"],
         )
         return DailyRollup.objects.get(day=day)
-    finally:
-        lock.release()

@@ -39,10 +39,6 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_PRUNE_INTERVAL": 3600,
     "ACTIVITY_SWEEP_INTERVAL": 3600,
     "ACTIVITY_SWEEP_DEFAULT_TTL": 86400,
-    # Test-only: a flush sleeps after claiming its N-th batch (0: never), so a test can SIGKILL it there
-    # (or, with a short pause, hold its lock while other runs arrive).
-    "ACTIVITY_TEST_PAUSE_AFTER_CLAIM": 0,
-    "ACTIVITY_TEST_PAUSE_SECONDS": 3600.0,
     # Anonymous visitors: a random first-party id cookie, unless consent says no.
     "ACTIVITY_VISITOR_COOKIES": True,
     # Dotted path to a callable(request) -> bool; False means no visitor cookie for that request.

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from activity import audience, clock, conf, flush, services
+from activity import audience, clock, conf, flush, reports, services
 from activity.models import DailyRollup
-from activity.store.reports import Snapshot
 
 TOP_PATHS = 10
 MOST_ACTIVE_ROWS = 10
@@ -32,7 +31,7 @@ class Overview:
     stats: audience.Stats
     days: list[DayFigures]  # oldest first, ending today
     top_paths: list[tuple[str, int]]
-    most_active: Snapshot
+    most_active: reports.Snapshot
     most_active_cache: str  # hit, stale or miss, as the report API's X-Cache
     flush: flush.FlushStatus
 
@@ -58,7 +57,7 @@ def daily_figures(today: date, stats: audience.Stats, days: int) -> list[DayFigu
 def overview() -> Overview:
     """Everything the dashboard shows, as of now."""
     stats = audience.stats()
-    report, cache = services.report_page("most-active", "day", 1, MOST_ACTIVE_ROWS)
+    report, cache = reports.page("most-active", "day", 1, MOST_ACTIVE_ROWS)
     return Overview(
         generated_at=clock.now(),
         stats=stats,

@@ -1,7 +1,8 @@
 """The event value type and the rules every entry point (API, tasks, middleware) validates with.
 
 Each ``clean_*`` function returns the cleaned value or raises ``InvalidValue`` with a reason a
-client can act on; the DRF serializers turn that into the field-error shape of API.md.
+client can act on. ``clean_events`` validates a whole batch for the ingest API and the Celery task
+alike, and reports every bad field at once in DRF's nested error shape (API.md).
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from activity import clock, conf
+from activity.errors import InvalidBatch, InvalidValue
 
 USER_ID_RE = re.compile(r"[A-Za-z0-9_.:@-]{1,64}")
 MAX_PATH_LENGTH = 2048
-
-
-class InvalidValue(ValueError):
-    """A value an event may not carry; ``str(error)`` is the reason."""
+REQUIRED = "This field is required."
+NOT_NULL = "This field may not be null."
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,53 @@ def clean_path(value: object) -> str:
     if len(value) > MAX_PATH_LENGTH:
         raise InvalidValue(f"Must be at most {MAX_PATH_LENGTH} characters.")
     return value
+
+
+def _clean_event(raw: object, now: float) -> Event | dict[str, list[str]]:
+    """The event, or its errors by field."""
+    if not isinstance(raw, dict):
+        return {"non_field_errors": [f"Invalid data. Expected a dictionary, but got {type(raw).__name__}."]}
+    errors: dict[str, list[str]] = {}
+    values: dict[str, object] = {}
+    for field, clean, default in (
+        ("user", clean_user, REQUIRED),
+        ("ts", lambda value: clean_ts(value, now), now),
+        ("path", clean_path, None),
+    ):
+        if field not in raw:
+            if default == REQUIRED:
+                errors[field] = [REQUIRED]
+            values[field] = default
+        elif raw[field] is None:
+            errors[field] = [NOT_NULL]
+        else:
+            try:
+                values[field] = clean(raw[field])
+            except InvalidValue as error:
+                errors[field] = [str(error)]
+    return errors or Event(**values)
+
+
+def clean_events(raw: object, now: float | None = None) -> list[Event]:
+    """A batch of events as sent to ``POST /api/v1/events/`` (``events``) or the ingest task.
+
+    An event without ``ts`` happened ``now``. Raises ``InvalidBatch`` naming every bad field (by
+    the event's index) when any event is bad, so a batch is recorded whole or not at all. The size
+    is checked first: an oversized batch costs no per-event work.
+    """
+    now = clock.now() if now is None else now
+    if not isinstance(raw, list):
+        raise InvalidBatch({"events": [f'Expected a list of items but got type "{type(raw).__name__}".']})
+    if not raw:
+        raise InvalidBatch({"events": ["This list may not be empty."]})
+    limit = conf.settings.MAX_BATCH
+    if len(raw) > limit:
+        raise InvalidBatch({"events": [f"At most {limit} events per request; got {len(raw)}."]})
+    cleaned = [_clean_event(item, now) for item in raw]
+    errors = {str(index): found for index, found in enumerate(cleaned) if not isinstance(found, Event)}
+    if errors:
+        raise InvalidBatch({"events": errors})
+    return cleaned
 
 
 def iso(ts: float) -> str:

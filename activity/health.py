@@ -8,7 +8,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from activity import flush, services
-from activity.store.client import UNAVAILABLE
+from activity.errors import StoreUnavailable
 
 
 @require_GET
@@ -18,7 +18,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
     if parts["redis"] == "ok":
         try:
             parts["flush"] = flush.status().as_dict()
-        except UNAVAILABLE as error:
+        except StoreUnavailable as error:
             parts["redis"] = f"unavailable: {error}"
             healthy = False
     response = JsonResponse(parts, status=200 if healthy else 503)

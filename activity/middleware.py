@@ -5,7 +5,8 @@ Anonymous browsers get a random first-party visitor id cookie (128 bits from ``s
 derived from the IP), unless ``ACTIVITY_VISITOR_COOKIES`` is off or the ``ACTIVITY_VISITOR_CONSENT``
 callable says no for the request. Anonymous visitors count as visitors, never as users.
 
-It fails open: when Redis is unreachable the page is still served, the failure is logged and
+It fails open: when Redis cannot serve (unreachable, timing out, or refusing work: OOM, READONLY,
+BUSY, ...) the page is still served, the failure is logged and
 counted, and tracking pauses for ``ACTIVITY_FAIL_OPEN_BACKOFF`` seconds so a dead Redis does not
 add a connect timeout to every request.
 """
@@ -24,8 +25,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
 from activity import clock, conf, services
-from activity.events import MAX_PATH_LENGTH, Event, InvalidValue, clean_user
-from activity.store.client import UNAVAILABLE
+from activity.errors import InvalidValue, StoreUnavailable
+from activity.events import MAX_PATH_LENGTH, Event, clean_user
 
 logger = logging.getLogger("activity.middleware")
 
@@ -153,6 +154,6 @@ class ActivityMiddleware:
                     services.record_events([event], names={user: request.user.get_username()})
                 else:
                     services.record_events([], visitors=[(visitor, now)])
-            except UNAVAILABLE as error:
+            except StoreUnavailable as error:
                 fail_open.failed(error)
         return response

@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.db import models
 
+from activity.managers import UserActivityManager
+
 
 class UserActivity(models.Model):
     """A user's last seen as of the latest flush. Redis stays the live source of truth."""
@@ -22,6 +24,8 @@ class UserActivity(models.Model):
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField(db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = UserActivityManager()
 
     class Meta:
         verbose_name = "user activity"

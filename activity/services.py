@@ -1,5 +1,9 @@
 """What the entry points call: the API views, the middleware, Celery tasks and other teams' jobs.
 
+Recording events, last seen, who is online, navigation sessions and page statistics, and the
+service's health. Reports (``activity.reports``), audience figures (``activity.audience``) and
+group views (``activity.groups``) have modules of their own.
+
 Every function here takes and returns plain values; none names a Redis key (that is the store's
 job), and each costs a bounded number of Redis round trips, stated in its docstring.
 """
@@ -13,14 +17,17 @@ from datetime import date
 from django.db import DatabaseError, connection
 
 from activity import clock, conf, groups
+from activity.calendar import day_of
+from activity.errors import StoreUnavailable
 from activity.events import Event
+from activity.store import actives as actives_store
 from activity.store import groups as group_store
+from activity.store import health as health_store
 from activity.store import last_seen as last_seen_store
-from activity.store import reports as reports_store
 from activity.store import sessions as sessions_store
 from activity.store import visitors as visitors_store
-from activity.store.client import UNAVAILABLE, get_client
-from activity.store.reports import Snapshot as ReportSnapshot
+from activity.store.client import get_client
+from activity.store.daily import total
 from activity.store.scripts import Pipeline
 from activity.store.sessions import PageView, SessionPage
 
@@ -89,11 +96,11 @@ def record_events(
         started_at = sessions_store.queue_record(
             pipe, views, conf.settings.SESSION_WINDOW, conf.settings.SESSION_MAX_PAGES, conf.settings.PAGE_STATS_DAYS
         )
-    actives = {(event.user, visitors_store.day_of(event.ts)) for event in events}
+    actives = {(event.user, day_of(event.ts)) for event in events}
     visits = {(visitors_store.user_visitor_id(user), day) for user, day in actives}
-    visits.update((bytes.fromhex(visitor), visitors_store.day_of(ts)) for visitor, ts in visitors)
+    visits.update((bytes.fromhex(visitor), day_of(ts)) for visitor, ts in visitors)
     new_at = visitors_store.queue_visits(pipe, visits, now, conf.settings.VISITOR_PARTITION_BITS)
-    visitors_store.queue_actives(pipe, actives, now, conf.settings.ACTIVE_BITMAP_MAX_ID)
+    actives_store.queue_actives(pipe, actives, now, conf.settings.ACTIVE_BITMAP_MAX_ID)
     groups_at = group_store.queue_groups_of(pipe, latest)
     results = pipe.execute()
     if moved_at is not None and results[moved_at]:
@@ -102,7 +109,7 @@ def record_events(
     return RecordResult(
         accepted=len(events) + len(visitors),
         last_seen_updated=0 if moved_at is None else results[moved_at],
-        new_visitors=visitors_store.total(results, new_at),
+        new_visitors=total(results, new_at),
         sessions_started=0 if started_at is None else results[started_at],
     )
 
@@ -166,58 +173,13 @@ def online_page(
     return last_seen_store.page_since(get_client(), clock.now() - within, limit, after)
 
 
-def _report_settings() -> reports_store.Settings:
-    return reports_store.Settings(
-        ttl_ms=int(conf.settings.REPORT_TTL * 1000),
-        stale_ms=int(conf.settings.REPORT_STALE * 1000),
-        wait_s=conf.settings.REPORT_WAIT,
-        top=conf.settings.REPORT_TOP,
-        step_s=conf.settings.REDIS_TIMEOUT * 0.8,
-        read_window_s=conf.settings.REPORT_READ_WINDOW,
-    )
-
-
-def report_catalogue() -> list[tuple[str, str]]:
-    """(name, one-line description) of every report."""
-    return [(report.name, report.description) for report in reports_store.REGISTRY.values()]
-
-
-def report_page(name: str, period: str = "day", page: int = 1, page_size: int = 50) -> tuple[ReportSnapshot, str]:
-    """A page of a cached report and ``hit``, ``stale`` or ``miss``. A hit is one round trip; only
-    the client holding the rebuild lock runs SORT, whatever the number of concurrent readers.
-    Raises KeyError for an unknown report name."""
-    report = reports_store.REGISTRY[name]
-    return reports_store.get_page(get_client(), report, period, clock.now(), page, page_size, _report_settings())
-
-
-def refresh_reports() -> int:
-    """Rebuild the reports read within ``ACTIVITY_REPORT_READ_WINDOW`` whose fresh copy has less than
-    two refresh intervals left, so their readers keep hitting the cache; returns how many were built.
-    Each rebuild takes the report's lock, so two beat instances never both run its SORT."""
-    client, cfg, now = get_client(), _report_settings(), clock.now()
-    margin_ms = 2 * conf.settings.REPORT_REFRESH_INTERVAL * 1000
-    built = 0
-    for report, period in reports_store.read_recently(client, now - conf.settings.REPORT_READ_WINDOW):
-        if reports_store.fresh_for_ms(client, report, period, now, cfg) > margin_ms:
-            continue
-        built += reports_store.build_unless_fresh(client, report, period, now, cfg, margin_ms) == "built"
-    return built
-
-
-def rebuild_report(name: str, period: str = "day") -> str:
-    """Rebuild a report now, fresh copy or not (the admin's "recompute now"): ``built``, or ``busy``
-    when another client holds its rebuild lock (that build is the recompute). KeyError when unknown."""
-    report, cfg = reports_store.REGISTRY[name], _report_settings()
-    return reports_store.build_unless_fresh(get_client(), report, period, clock.now(), cfg, margin_ms=cfg.ttl_ms)
-
-
 def health() -> dict[str, str]:
     """``ok`` or the error for each part the service needs (Redis, the database)."""
     parts: dict[str, str] = {}
     try:
-        get_client().ping()
+        health_store.probe(get_client(), clock.now())
         parts["redis"] = "ok"
-    except UNAVAILABLE as error:
+    except StoreUnavailable as error:
         parts["redis"] = f"unavailable: {error}"
     try:
         with connection.cursor() as cursor:

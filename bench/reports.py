@@ -42,10 +42,8 @@ def main() -> None:
 def run(args: argparse.Namespace) -> None:
     from django.test import override_settings
 
-    from activity import clock, services
+    from activity import clock, reports, services
     from activity.events import Event
-    from activity.services import _report_settings
-    from activity.store import reports as store
     from activity.store.client import get_client
 
     client = get_client()
@@ -53,18 +51,18 @@ def run(args: argparse.Namespace) -> None:
     for start in range(0, args.users, 500):
         users = range(start, min(start + 500, args.users))
         services.record_events([Event(f"u{i}", now, f"/p{n}") for i in users for n in range(i % 5 + 1)])
-    report = store.REGISTRY["most-active"]
+    report = reports.REGISTRY["most-active"]
 
     def naive_read():
-        cfg, at = _report_settings(), clock.now()
-        found = store.read(client, report, "day", at, 1, 50, cfg)
+        policy, at = reports.Policy.current(), clock.now()
+        found = reports.read_copy(report, "day", at, 1, 50, policy)
         if found is None or not found.fresh:
-            store.build(client, report, "day", at, cfg)  # every reader that misses runs SORT
-            found = store.read(client, report, "day", at, 1, 50, cfg)
+            reports.build_copy(report, "day", at, policy)  # every reader that misses runs SORT
+            found = reports.read_copy(report, "day", at, 1, 50, policy)
         return found
 
     def locked_read():
-        return services.report_page("most-active", "day", 1, 50)[0]
+        return reports.page("most-active", "day", 1, 50)[0]
 
     def measure(read) -> dict[str, float]:
         read()  # a copy exists before the load starts, as in steady state

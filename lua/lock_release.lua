@@ -1,13 +1,19 @@
--- Release a lock only if we still hold it (compare-and-delete).
+-- Release a lock only if we still hold it (compare-and-delete), and announce the release to the
+-- waiters blocked on the lock's announcement list (one element; each waiter woken passes it on).
 --
 -- KEYS[1]  the lock key
--- ARGV[1]  the token the holder set with SET key token NX PX ttl
--- Returns  1 when the lock was ours and is now deleted, 0 when it had expired or belongs to
---          another holder (it is left untouched).
-if #KEYS ~= 1 or #ARGV ~= 1 then
-  return redis.error_reply('lock_release: expected 1 key and 1 argument')
+-- KEYS[2]  the lock's announcement list
+-- ARGV[1]  the token the holder set when it took the lock
+-- ARGV[2]  milliseconds the announcement stays for late waiters
+-- Returns  1 when the lock was ours and is now released, 0 when it had expired or belongs to
+--          another holder (nothing is changed).
+if #KEYS ~= 2 or #ARGV ~= 2 then
+  return redis.error_reply('lock_release: expected 2 keys and 2 arguments')
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
 end
-return 0
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('RPUSH', KEYS[2], '1')
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1

@@ -66,8 +66,9 @@ TEMPLATES = [
 DATABASE_URL = os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}")
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # A file, not memory, so Celery workers started by the tests see the test database too.
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-db.sqlite3")}
+    # A file, not memory, so Celery workers started by the tests see the test database too; one per
+    # test process, so two test runs side by side never drop each other's tables.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / f"test-db-{os.getpid()}.sqlite3")}
     DATABASES["default"]["OPTIONS"] = {"timeout": 20}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -125,8 +126,6 @@ for _name in (
     "ACTIVITY_PRUNE_INTERVAL",
     "ACTIVITY_SWEEP_INTERVAL",
     "ACTIVITY_SWEEP_DEFAULT_TTL",
-    "ACTIVITY_TEST_PAUSE_AFTER_CLAIM",
-    "ACTIVITY_TEST_PAUSE_SECONDS",
     "ACTIVITY_VISITOR_COOKIES",
     "ACTIVITY_VISITOR_CONSENT",
     "ACTIVITY_VISITOR_COOKIE_NAME",
@@ -169,7 +168,7 @@ REST_FRAMEWORK = {
 # Throttle counters live in Redis too, so every web process shares them.
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "activity.store.cache.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": os.environ.get("ACTIVITY_KEY_PREFIX", "act:") + "cache",
         "TIMEOUT": 300,

@@ -13,13 +13,15 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from activity import clock, jobs
+from activity import clock, locks
 from activity import flush as flush_service
-from activity.store.client import UNAVAILABLE
+from activity import prune as prune_service
+from activity import sweep as sweep_service
+from activity.errors import StoreUnavailable
 
-SOFT_TIME_LIMIT, TIME_LIMIT = jobs.time_limits()
+SOFT_TIME_LIMIT, TIME_LIMIT = locks.job_time_limits()
 JOB_OPTIONS: dict[str, Any] = {
-    "autoretry_for": UNAVAILABLE,
+    "autoretry_for": (StoreUnavailable,),
     "retry_backoff": True,
     "max_retries": 3,
     "soft_time_limit": SOFT_TIME_LIMIT,
@@ -32,7 +34,7 @@ JOB_OPTIONS: dict[str, Any] = {
 def run_exclusive(task: Task, job: str, body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run ``body`` under the job's lock; a busy lock means another run has it: skip."""
     worker = task.request.hostname
-    with jobs.exclusive(job) as acquired:
+    with locks.exclusive_job(job) as acquired:
         if not acquired:
             return {"job": job, "ran": False, "worker": worker}
         started = clock.now()
@@ -52,7 +54,7 @@ def prune(self: Task) -> dict[str, Any]:
     """Drop last-seen members older than ``ACTIVITY_LAST_SEEN_RETENTION`` (never unflushed ones)."""
 
     def body() -> dict[str, Any]:
-        removed, kept = flush_service.prune()
+        removed, kept = prune_service.prune()
         return {"removed": removed, "kept_unflushed": kept}
 
     return run_exclusive(self, "prune", body)
@@ -61,4 +63,4 @@ def prune(self: Task) -> dict[str, Any]:
 @shared_task(name="activity.sweep", **JOB_OPTIONS)
 def sweep(self: Task) -> dict[str, Any]:
     """Find keys under the prefix without a TTL and repair or delete them."""
-    return run_exclusive(self, "sweep", lambda: asdict(flush_service.sweep()))
+    return run_exclusive(self, "sweep", lambda: asdict(sweep_service.sweep()))

@@ -12,7 +12,7 @@ from celery import shared_task
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mass_mail
 
-from activity import history, jobs
+from activity import history, locks
 
 SUBJECT = "We miss you"
 BODY = "Hello {name}, it has been {days} days since your last visit. Here is what is new: ..."
@@ -24,7 +24,7 @@ def mail_dormant(days: int = 30, page_size: int = 500) -> dict[str, Any]:
     if not 1 <= days <= 3650 or not 1 <= page_size <= 5000:
         raise ValueError("days must be 1..3650 and page_size 1..5000")
     sent = 0
-    with jobs.exclusive("mail-dormant") as acquired:
+    with locks.exclusive_job("mail-dormant") as acquired:
         if not acquired:
             return {"job": "mail-dormant", "ran": False}
         for page in history.dormant_users(days=days, window=1, page_size=page_size):

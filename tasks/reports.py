@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from activity import conf, services
+from activity import conf, reports
 
 
 @shared_task(name="activity.refresh_reports", soft_time_limit=conf.settings.REPORT_REFRESH_INTERVAL)
@@ -14,13 +14,13 @@ def refresh_reports() -> int:
 
     Not retried: a failed run is redone by the next one, one interval later.
     """
-    return services.refresh_reports()
+    return reports.refresh()
 
 
 @shared_task(name="activity.rebuild_report", soft_time_limit=conf.settings.REPORT_WAIT)
 def rebuild_report(name: str, period: str = "day") -> dict[str, str]:
     """Rebuild one report now; a report nobody reads again simply expires, as any other copy."""
-    return {"report": name, "period": period, "outcome": services.rebuild_report(name, period)}
+    return {"report": name, "period": period, "outcome": reports.rebuild(name, period)}
 
 
 # Wired into the beat schedule by tasks.schedule. ``expires`` = the interval: a run that waited a

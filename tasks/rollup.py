@@ -7,13 +7,13 @@ from typing import Any
 
 from celery import shared_task
 
-from activity import audience
-from activity.store.client import UNAVAILABLE
+from activity import audience, calendar
+from activity.errors import StoreUnavailable
 
 
 @shared_task(
     name="activity.rollup_day",
-    autoretry_for=UNAVAILABLE,
+    autoretry_for=(StoreUnavailable,),
     retry_backoff=True,
     retry_backoff_max=300,
     max_retries=10,
@@ -21,7 +21,7 @@ from activity.store.client import UNAVAILABLE
 )
 def rollup_day(day: str | None = None) -> dict[str, Any]:
     """Roll up ``day`` (ISO date; default: yesterday, UTC) into its ``DailyRollup`` row."""
-    target = date.fromisoformat(day) if day else audience.today() - timedelta(days=1)
+    target = date.fromisoformat(day) if day else calendar.today() - timedelta(days=1)
     row = audience.rollup_day(target)
     if row is None:
         return {"day": target.isoformat(), "skipped": "another run holds the lock"}

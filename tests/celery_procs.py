@@ -43,7 +43,7 @@ class Proc:
         self.log = tmp_path / f"{name}.log"
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "project", *args],
+                [sys.executable, "-m", "celery", "-A", "tests.celery_app", *args],
                 cwd=ROOT,
                 env=environment,
                 stdout=log,

@@ -18,7 +18,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from activity import clock, conf, flush, services
+from activity import clock, conf, flush, reports, services
 from activity.events import Event
 from activity.models import DailyRollup, UserActivity
 from tests.celery_procs import wait_for, worker
@@ -285,12 +285,12 @@ def test_flush_now_and_recompute_now_run_on_a_real_worker(admin_client, redis_cl
         assert any("No report rebuild queued (report:" in m for m in messages_of(bad))
         assert queued(redis_client) == 0
 
-        before, _ = services.report_page("most-active")  # a copy built now, before the recompute
+        before, _ = reports.page("most-active")  # a copy built now, before the recompute
         response = admin_client.post(REBUILD, {"report": "most-active", "period": "day"}, follow=True)
         assert any("Rebuild of report most-active (day) queued" in m for m in messages_of(response))
 
         def rebuilt() -> bool:
-            return services.report_page("most-active")[0].generated_at > before.generated_at
+            return reports.page("most-active")[0].generated_at > before.generated_at
 
         wait_for(rebuilt, 60, "the worker's rebuild")
         results = [json.loads(redis_client.get(key)) for key in redis_client.scan_iter(match="celery-task-meta-*")]

@@ -10,11 +10,11 @@ from django.core import mail
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from activity import clock, flush, jobs
+from activity import clock, flush, locks, managers, prune, sweep
 from activity.models import UserActivity
-from activity.store import flush as flush_store
 from activity.store import keys
 from activity.store import last_seen as last_seen_store
+from activity.store.flush_queue import FlushQueue
 from tasks import maintenance, reengagement
 from tasks.schedule import beat_schedule
 
@@ -43,8 +43,8 @@ def seen(redis_client, user: str) -> float:
 @pytest.mark.django_db
 def test_upsert_keeps_the_greater_last_seen_and_fills_the_account(now):
     account = get_user_model().objects.create_user("alice")
-    flush.upsert_last_seen([("x", T0 + 10), (str(account.pk), T0 + 5)])
-    flush.upsert_last_seen([("x", T0 + 3), (str(account.pk), T0 + 7), ("new", T0)])
+    UserActivity.objects.upsert_last_seen([("x", T0 + 10), (str(account.pk), T0 + 5)])
+    UserActivity.objects.upsert_last_seen([("x", T0 + 3), (str(account.pk), T0 + 7), ("new", T0)])
     rows = {row.user_id: row for row in UserActivity.objects.all()}
     assert rows["x"].last_seen.timestamp() == T0 + 10  # an older value never wins
     assert rows[str(account.pk)].last_seen.timestamp() == T0 + 7
@@ -56,7 +56,7 @@ def test_upsert_keeps_the_greater_last_seen_and_fills_the_account(now):
 def test_upsert_takes_any_valid_id_and_only_links_existing_users(now):
     account = get_user_model().objects.create_user("bob")
     odd = ["NULL", "null", "99999999999999999999", "-3", "0", "a.b:c@d-e_f", str(account.pk + 1000), f"0{account.pk}"]
-    flush.upsert_last_seen([(user_id, T0 + n) for n, user_id in enumerate([*odd, str(account.pk)])])
+    UserActivity.objects.upsert_last_seen([(user_id, T0 + n) for n, user_id in enumerate([*odd, str(account.pk)])])
     rows = {row.user_id: row for row in UserActivity.objects.all()}
     # NULL-looking, out-of-range and zero-padded ids are plain ids: only str(pk) is the user.
     assert sorted(rows) == sorted([*odd, str(account.pk)])
@@ -68,14 +68,14 @@ def test_upsert_takes_any_valid_id_and_only_links_existing_users(now):
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the comma-joined batch is PostgreSQL's")
 def test_an_id_with_a_comma_fails_the_batch_before_anything_is_written(now):
     with pytest.raises(ValueError, match="comma"):
-        flush.upsert_last_seen([("fine", T0), ("not,valid", T0)])
+        UserActivity.objects.upsert_last_seen([("fine", T0), ("not,valid", T0)])
     assert not UserActivity.objects.exists()
 
 
 @pytest.mark.django_db
 def test_flush_is_one_statement_per_batch(redis_client, now):
     flush.flush()  # on nothing: loads the scripts, so their first NOSCRIPT retries are not counted below
-    flush_store.ack(redis_client, "0", ["nobody"])
+    FlushQueue(redis_client).ack("0", ["nobody"])
     last_seen_store.update(redis_client, {str(i): T0 + i / 1000 for i in range(250)}, now.t)
     before = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
     with CaptureQueriesContext(connection) as queries:
@@ -103,11 +103,11 @@ def test_a_run_out_of_budget_stops_without_leaving_a_claim_behind(redis_client, 
 @pytest.mark.django_db
 def test_update_during_a_flush_is_flushed_by_the_next_batch(redis_client, now):
     last_seen_store.update(redis_client, {"a": T0, "b": T0}, now.t)
-    claim_time, rows = flush_store.claim(redis_client, now.t, 10)
+    claim_time, rows = FlushQueue(redis_client).claim(now.t, 10)
     assert sorted(rows) == [("a", T0), ("b", T0)]
     last_seen_store.update(redis_client, {"a": T0 + 50}, now.t)  # lands between claim and commit
-    flush.upsert_last_seen(rows)
-    assert flush_store.ack(redis_client, claim_time, ["a", "b"]) == 2
+    UserActivity.objects.upsert_last_seen(rows)
+    assert FlushQueue(redis_client).ack(claim_time, ["a", "b"]) == 2
     assert redis_client.zrange(keys.last_seen_dirty(), 0, -1) == ["a"]
     flush.flush()
     assert db_last_seen() == {"a": T0 + 50, "b": T0}
@@ -116,22 +116,22 @@ def test_update_during_a_flush_is_flushed_by_the_next_batch(redis_client, now):
 @pytest.mark.django_db
 def test_reaper_returns_dead_claims_and_a_late_ack_keeps_a_newer_claim(redis_client, now):
     last_seen_store.update(redis_client, {"a": T0, "b": T0}, now.t)
-    dead_time, _ = flush_store.claim(redis_client, now.t, 10)  # its worker "dies" here
-    now.t += jobs.lock_ttl() - 1
+    dead_time, _ = FlushQueue(redis_client).claim(now.t, 10)  # its worker "dies" here
+    now.t += locks.job_ttl() - 1
     assert flush.reap_stale_claims() == 0  # the holder may still be alive: keep its claim
     now.t += 2
     assert flush.reap_stale_claims() == 2
-    new_time, rows = flush_store.claim(redis_client, now.t, 10)
+    new_time, rows = FlushQueue(redis_client).claim(now.t, 10)
     assert len(rows) == 2
-    assert flush_store.ack(redis_client, dead_time, ["a", "b"]) == 0  # the slow old run wakes up
+    assert FlushQueue(redis_client).ack(dead_time, ["a", "b"]) == 0  # the slow old run wakes up
     assert redis_client.zcard(keys.last_seen_claimed()) == 2
-    assert flush_store.ack(redis_client, new_time, ["a", "b"]) == 2
+    assert FlushQueue(redis_client).ack(new_time, ["a", "b"]) == 2
 
 
 @pytest.mark.django_db
 def test_a_failed_write_acknowledges_nothing_and_the_next_run_writes_everything(redis_client, now, monkeypatch):
     last_seen_store.update(redis_client, {str(i): T0 + i for i in range(50)}, now.t)
-    execute = flush.Upsert.execute
+    execute = managers.Upsert.execute
     calls = []
 
     def fail_second(upsert):
@@ -140,7 +140,7 @@ def test_a_failed_write_acknowledges_nothing_and_the_next_run_writes_everything(
             raise RuntimeError("database went away")
         execute(upsert)
 
-    monkeypatch.setattr(flush.Upsert, "execute", fail_second)
+    monkeypatch.setattr(managers.Upsert, "execute", fail_second)
     with pytest.raises(RuntimeError, match="went away"):
         flush.flush(batch_size=10)
     # Batch 1 committed and was acknowledged; batch 2 failed and batch 3, claimed ahead while 2 was
@@ -148,8 +148,8 @@ def test_a_failed_write_acknowledges_nothing_and_the_next_run_writes_everything(
     assert len(db_last_seen()) == 10
     assert redis_client.zcard(keys.last_seen_claimed()) == 20
     assert redis_client.zcard(keys.last_seen_dirty()) == 20
-    monkeypatch.setattr(flush.Upsert, "execute", execute)
-    now.t += jobs.lock_ttl() + 1  # the failed run's claims are stale now
+    monkeypatch.setattr(managers.Upsert, "execute", execute)
+    now.t += locks.job_ttl() + 1  # the failed run's claims are stale now
     result = flush.flush(batch_size=10)
     assert (result.reaped, result.flushed, result.remaining) == (20, 40, 0)
     assert db_last_seen() == {str(i): T0 + i for i in range(50)}
@@ -160,7 +160,7 @@ def test_a_failed_write_acknowledges_nothing_and_the_next_run_writes_everything(
 def test_status_reports_backlog_and_lag_and_healthz_stays_200(client, redis_client, now):
     assert flush.status().as_dict() == {"backlog": 0, "claimed": 0, "lag": 0.0}
     last_seen_store.update(redis_client, {"a": T0, "b": T0}, now.t)
-    flush_store.claim(redis_client, now.t + 5, 1)
+    FlushQueue(redis_client).claim(now.t + 5, 1)
     now.t += 3600
     assert flush.status().as_dict() == {"backlog": 2, "claimed": 1, "lag": 3600.0}
     response = client.get("/healthz")
@@ -174,9 +174,9 @@ def test_prune_never_removes_an_unflushed_member(redis_client, now):
     last_seen_store.update(redis_client, old, now.t)
     flush.flush(batch_size=7)
     last_seen_store.update(redis_client, {"dirty1": T0, "dirty2": T0, "claimed": T0 - 5, "young": now.t}, now.t)
-    flush_store.claim(redis_client, now.t, 1)  # equal change times: claims "claimed", first by name
+    FlushQueue(redis_client).claim(now.t, 1)  # equal change times: claims "claimed", first by name
     assert redis_client.zscore(keys.last_seen_claimed(), "claimed") is not None
-    removed, kept = flush.prune(retention=100, step=4)
+    removed, kept = prune.prune(retention=100, step=4)
     assert (removed, kept) == (30, 3)
     assert sorted(redis_client.zrange(keys.last_seen(), 0, -1)) == ["claimed", "dirty1", "dirty2", "young"]
     assert len(db_last_seen()) == 30  # the database keeps what Redis forgot
@@ -193,17 +193,17 @@ def test_sweep_repairs_strays_in_small_steps_and_never_touches_other_keys(redis_
     redis_client.set(f"{prefix}cache:1:x", "1", ex=50)  # has a TTL: untouched
     last_seen_store.update(redis_client, {"a": T0}, now.t)  # long-lived keys: untouched
     before = redis_client.info("commandstats").get("cmdstat_scan", {}).get("calls", 0)
-    result = flush.sweep(count=200)
+    result = sweep.sweep(count=200)
     scans = redis_client.info("commandstats")["cmdstat_scan"]["calls"] - before
     try:
-        assert result == flush.SweepResult(scanned=604, long_lived=2, repaired=600, deleted=1)
+        assert result == sweep.SweepResult(scanned=604, long_lived=2, repaired=600, deleted=1)
         assert scans >= 3  # 604 keys at COUNT 200: several small steps, never one big KEYS
         assert 0 < redis_client.ttl(f"{prefix}stray:7") <= 86400
         assert not redis_client.exists(keys.lock("job:orphan"))
         assert 0 < redis_client.ttl(f"{prefix}cache:1:x") <= 50
         assert redis_client.ttl(keys.last_seen()) == -1 and redis_client.ttl(keys.last_seen_dirty()) == -1
         assert all(redis_client.ttl(key) == -1 for key in outside)
-        assert flush.sweep().repaired == 0  # nothing left to do
+        assert sweep.sweep().repaired == 0  # nothing left to do
     finally:
         redis_client.delete(*outside)
 
@@ -216,14 +216,14 @@ def test_beat_entries_expire_after_their_interval_and_jobs_end_before_their_lock
         expected = entry["schedule"] if isinstance(entry["schedule"], float) else entry["options"]["expires"]
         assert 0 < entry["options"]["expires"] == expected
     for task in (maintenance.flush, maintenance.prune, maintenance.sweep):
-        assert task.soft_time_limit < task.time_limit < jobs.lock_ttl()
+        assert task.soft_time_limit < task.time_limit < locks.job_ttl()
 
 
 def test_a_busy_job_is_skipped_and_the_lock_is_released_after(redis_client):
-    with jobs.exclusive("flush") as first:
+    with locks.exclusive_job("flush") as first:
         assert first is True
-        assert 0 < redis_client.pttl(keys.lock("job:flush")) <= jobs.lock_ttl() * 1000
-        with jobs.exclusive("flush") as second:
+        assert 0 < redis_client.pttl(keys.lock("job:flush")) <= locks.job_ttl() * 1000
+        with locks.exclusive_job("flush") as second:
             assert second is False
         assert redis_client.exists(keys.lock("job:flush")) == 1  # the skipped run released nothing
     assert redis_client.exists(keys.lock("job:flush")) == 0

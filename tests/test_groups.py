@@ -15,7 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from redis.exceptions import ResponseError
 
-from activity import flush, groups, services
+from activity import groups, services, sweep
 from activity.events import Event
 from activity.store import groups as store
 from activity.store import keys
@@ -289,12 +289,12 @@ def test_sweep_removes_planted_view_without_ttl_only(staff_api, redis_client):
     staff_api.get(f"/api/v1/groups/{group.pk}/members/")  # a healthy view, index and epoch keys
     redis_client.zadd(keys.group_view(424242), {"rogue": 1.0})  # planted: no TTL
     redis_client.zadd(keys.last_seen(), {"x": 1.0})  # long-lived, another family: untouched
-    assert flush.sweep().deleted == 1  # the generic sweep job's rule for the {grp} family
+    assert sweep.sweep().deleted == 1  # the generic sweep job's rule for the {grp} family
     assert redis_client.exists(keys.group_view(424242)) == 0
     assert redis_client.exists(keys.group_view(group.pk)) == 1
     assert redis_client.exists(keys.last_seen()) == 1
     assert all(redis_client.ttl(k) > 0 for k in redis_client.scan_iter(match=keys.group_family()))
-    assert flush.sweep().deleted == 0
+    assert sweep.sweep().deleted == 0
 
 
 def test_update_landing_between_build_read_and_publish_is_caught_up(db, redis_client, monkeypatch):

@@ -1,23 +1,25 @@
 """The lock never deletes another holder's lock and never outlives its TTL."""
 
+import threading
 import time
 
+from activity.errors import LockNotOwned
 from activity.store import keys
-from activity.store.locks import Lock, LockNotOwned
+from activity.store.locks import Lock, wait
 
 
 def test_only_one_holder(redis_client):
-    first, second = Lock(redis_client, keys.lock("t"), 5000), Lock(redis_client, keys.lock("t"), 5000)
+    first, second = Lock(redis_client, "t", 5000), Lock(redis_client, "t", 5000)
     assert first.acquire()
     assert not second.acquire()
     assert 0 < redis_client.pttl(keys.lock("t")) <= 5000
 
 
 def test_expired_holder_cannot_release_or_extend_the_new_holders_lock(redis_client):
-    old = Lock(redis_client, keys.lock("t"), 100)
+    old = Lock(redis_client, "t", 100)
     assert old.acquire()
     time.sleep(0.2)
-    new = Lock(redis_client, keys.lock("t"), 5000)
+    new = Lock(redis_client, "t", 5000)
     assert new.acquire()
     assert old.release() is False
     try:
@@ -32,8 +34,50 @@ def test_expired_holder_cannot_release_or_extend_the_new_holders_lock(redis_clie
 
 
 def test_dead_holder_is_replaced_after_ttl(redis_client):
-    assert Lock(redis_client, keys.lock("t"), 150).acquire()  # never released: the holder "died"
-    waiting = Lock(redis_client, keys.lock("t"), 5000)
+    assert Lock(redis_client, "t", 150).acquire()  # never released: the holder "died"
+    waiting = Lock(redis_client, "t", 5000)
     assert not waiting.acquire()
     time.sleep(0.25)
     assert waiting.acquire()
+
+
+def test_context_manager_holds_once_and_releases_only_its_own(redis_client):
+    with Lock(redis_client, "t", 5000) as first:
+        assert first
+        with Lock(redis_client, "t", 5000) as second:
+            assert not second
+        assert redis_client.exists(keys.lock("t")) == 1  # the one that got nothing released nothing
+    assert redis_client.exists(keys.lock("t")) == 0
+
+
+def test_release_wakes_a_waiter_and_the_announcement_is_passed_on(redis_client):
+    holder = Lock(redis_client, "t", 5000)
+    assert holder.acquire()
+    woken: list[tuple[bool, float]] = []
+
+    def waiter() -> None:
+        started = time.monotonic()
+        woken.append((wait(redis_client, "t", 5.0, 5000), time.monotonic() - started))
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    time.sleep(0.1)
+    assert woken == []  # blocked while the lock is held
+    assert holder.release()
+    thread.join(timeout=5)
+    assert woken and woken[0][0] is True and woken[0][1] < 0.4  # one BLPOP step is 0.4 s: it woke on the release
+    assert wait(redis_client, "t", 0.05, 5000) is True  # the woken waiter passed the announcement on
+    assert 0 < redis_client.pttl(keys.lock_signal("t")) <= 5000
+
+
+def test_a_new_holder_clears_old_announcements_and_a_lost_lock_announces_nothing(redis_client):
+    first = Lock(redis_client, "t", 100)
+    assert first.acquire() and first.release()
+    assert redis_client.llen(keys.lock_signal("t")) == 1
+    second = Lock(redis_client, "t", 100)
+    assert second.acquire()
+    assert redis_client.exists(keys.lock_signal("t")) == 0  # waiters now wait for this holder
+    assert wait(redis_client, "t", 0.05, 5000) is False
+    time.sleep(0.2)  # the lock expires under its holder
+    assert second.release() is False
+    assert redis_client.exists(keys.lock_signal("t")) == 0

@@ -8,10 +8,9 @@ import time
 import pytest
 from django.test import override_settings
 
-from activity import clock, services
+from activity import clock, reports, services
 from activity.events import Event
 from activity.store import keys
-from activity.store import reports as reports_store
 from activity.store.locks import Lock
 from tasks.reports import refresh_reports as refresh_task
 from tasks.schedule import reports as reports_schedule
@@ -48,7 +47,7 @@ def concurrently(n: int, work) -> list:
 def test_stampede_of_50_cold_readers_runs_one_sort(redis_client):
     seed()
     with probe(redis_client) as counted:
-        answers = concurrently(50, lambda: services.report_page("most-active", "day", 1, 50))
+        answers = concurrently(50, lambda: reports.page("most-active", "day", 1, 50))
     assert counted.commands["sort"] == 1
     assert len({tuple((r["user"], r["views"]) for r in found.rows) for found, _ in answers}) == 1
     assert sorted(cache for _, cache in answers).count("miss") >= 1
@@ -58,14 +57,14 @@ def test_stampede_of_50_cold_readers_runs_one_sort(redis_client):
 @override_settings(ACTIVITY_REPORT_TTL=1, ACTIVITY_REPORT_STALE=5)
 def test_expiry_during_load_serves_stale_and_sorts_once_per_expiry(redis_client):
     seed()
-    services.report_page("most-active")  # the copy that will go stale
+    reports.page("most-active")  # the copy that will go stale
     caches: list[str] = []
     generations: set[float] = set()
     started = time.monotonic()
 
     def reader() -> None:
         while time.monotonic() - started < 2.5:
-            found, cache = services.report_page("most-active")
+            found, cache = reports.page("most-active")
             caches.append(cache)
             generations.add(found.generated_at)
             time.sleep(0.02)
@@ -80,11 +79,10 @@ def test_expiry_during_load_serves_stale_and_sorts_once_per_expiry(redis_client)
 
 
 def test_a_holder_whose_lock_expired_cannot_release_the_new_holders_lock(redis_client):
-    key = keys.lock("report:most-active:d:x")
-    old = Lock(redis_client, key, 100)
+    old = Lock(redis_client, "report:most-active:d:x", 100)
     assert old.acquire()
     time.sleep(0.2)
-    new = Lock(redis_client, key, 5000)
+    new = Lock(redis_client, "report:most-active:d:x", 5000)
     assert new.acquire()
     assert old.release() is False
     assert new.owned()
@@ -93,11 +91,10 @@ def test_a_holder_whose_lock_expired_cannot_release_the_new_holders_lock(redis_c
 @override_settings(ACTIVITY_REPORT_WAIT=0.5)
 def test_a_dead_holder_is_replaced_after_the_lock_ttl(redis_client):
     seed()
-    report = reports_store.REGISTRY["most-active"]
-    rid = reports_store.report_id(report, "day", clock.now())
-    assert Lock(redis_client, keys.lock(f"report:{rid}"), 500).acquire()  # the holder dies, never builds
+    name = reports.lock_name(reports.REGISTRY["most-active"], "day", clock.now())
+    assert Lock(redis_client, name, 500).acquire()  # the holder dies, never builds
     started = time.monotonic()
-    found, cache = services.report_page("most-active")
+    found, cache = reports.page("most-active")
     assert cache == "miss" and found.count == len(NAMES)
     assert 0.3 < time.monotonic() - started < 4  # after the 0.5 s lock TTL, long before the 10 s wait bound
 
@@ -132,9 +129,9 @@ def test_ranked_report_keeps_the_top_n(staff_api, redis_client):
 
 def test_hit_is_one_round_trip_with_one_lrange(redis_client):
     seed()
-    services.report_page("most-active")
+    reports.page("most-active")
     with probe(redis_client) as counted:
-        _, cache = services.report_page("most-active")
+        _, cache = reports.page("most-active")
     assert cache == "hit"
     assert counted.client_sends == 1 and counted.commands["lrange"] == 1 and counted.commands["sort"] == 0
 
@@ -168,19 +165,19 @@ def test_reports_are_staff_only_and_listed(staff_api, member_api, redis_client):
 @override_settings(ACTIVITY_REPORT_TTL=60, ACTIVITY_REPORT_REFRESH_INTERVAL=40)
 def test_refresh_rebuilds_only_reports_read_lately_and_soon_to_expire(redis_client):
     seed()
-    services.report_page("most-active")  # read: 60 s fresh, below two intervals (80 s) -> refreshed
+    reports.page("most-active")  # read: 60 s fresh, below two intervals (80 s) -> refreshed
     with probe(redis_client) as counted:
         assert refresh_task() == 1
     assert counted.commands["sort"] == 1
     with override_settings(ACTIVITY_REPORT_REFRESH_INTERVAL=15):  # 60 s left > 30 s margin: kept
-        assert services.refresh_reports() == 0
+        assert reports.refresh() == 0
     entry = reports_schedule()["refresh-reports"]
     assert entry["options"]["expires"] == entry["schedule"]
 
 
 def test_every_report_key_has_a_ttl(redis_client):
     seed()
-    services.report_page("most-active")
-    services.report_page("active-by-name", "week")
+    reports.page("most-active")
+    reports.page("active-by-name", "week")
     for key in redis_client.scan_iter(match=f"*{keys.PV_TAG}*", count=1000):
         assert redis_client.ttl(key) > 0, key

@@ -15,10 +15,11 @@ from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from activity import audience, clock, conf, services
+from activity import audience, calendar, clock, conf, services
+from activity.errors import DayOutOfRange
 from activity.events import Event
 from activity.models import DailyRollup
-from activity.store import keys
+from activity.store import daily, keys
 from activity.store import visitors as store
 from activity.store.client import get_client
 from activity.store.scripts import Pipeline
@@ -180,7 +181,7 @@ def test_every_key_has_a_ttl_beyond_a_month_except_the_membership_hashes(at, red
 def harvest(day: date) -> int:
     pipe = Pipeline(get_client())
     indexes = store.queue_harvest(pipe, day, clock.now())
-    return store.total(pipe.execute(), indexes)
+    return daily.total(pipe.execute(), indexes)
 
 
 def test_harvest_racing_increments_loses_nothing(at, redis_client):
@@ -203,7 +204,7 @@ def test_harvest_racing_increments_loses_nothing(at, redis_client):
     assert sum(sent) == writers * per_writer
     assert len(harvested) > 1  # the harvests really interleaved with the increments
     assert harvest(date(2026, 11, 23)) == writers * per_writer
-    name = store.day_name(date(2026, 11, 23))
+    name = calendar.day_name(date(2026, 11, 23))
     assert all(redis_client.get(keys.new_visitors(s, name)) is None for s in range(store.VISITOR_SHARDS))
     assert audience.stats().new_visitors_day == writers * per_writer
 
@@ -231,10 +232,10 @@ def test_rollup_is_idempotent_keeps_harvested_counts_and_counts_sessions(at):
 
 @pytest.mark.django_db
 def test_rollup_refuses_future_and_expired_days(at):
-    with pytest.raises(audience.DayOutOfRange):
+    with pytest.raises(DayOutOfRange):
         audience.rollup_day(date(2026, 11, 24))
-    with pytest.raises(audience.DayOutOfRange):
-        audience.rollup_day(date(2026, 11, 23) - timedelta(days=store.KEEP_DAYS + 1))
+    with pytest.raises(DayOutOfRange):
+        audience.rollup_day(date(2026, 11, 23) - timedelta(days=daily.KEEP_DAYS + 1))
 
 
 def test_rollup_beat_runs_after_midnight_utc_and_expires():
@@ -375,5 +376,5 @@ def test_scripts_check_their_arguments_and_change_nothing(redis_client):
     with pytest.raises(redis.ResponseError, match="harvest_counter"):
         store.HARVEST_COUNTER(redis_client, [counter], [60])
     with pytest.raises(redis.ResponseError, match="kind"):
-        store.UNION_COUNT(redis_client, [keys.active_bits("x"), keys.active_bits("y")], ["sum", 1000])
+        daily.UNION_COUNT(redis_client, [keys.active_bits("x"), keys.active_bits("y")], ["sum", 1000])
     assert redis_client.exists(counter, seen) == 0

@@ -1,4 +1,4 @@
-"""DRF exception handler: Redis outages are 503 with Retry-After, oversized bodies 413."""
+"""DRF exception handler: Redis unavailable is 503 with Retry-After, oversized bodies 413."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from activity.store.client import UNAVAILABLE
+from activity.errors import StoreUnavailable
 
 logger = logging.getLogger("activity.api")
 
@@ -18,7 +18,7 @@ RETRY_AFTER_SECONDS = 5
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, UNAVAILABLE):
+    if isinstance(exc, StoreUnavailable):
         logger.warning("Redis unavailable: %s", exc)
         return Response(
             {"detail": "Activity store (Redis) is unavailable; try again shortly."},

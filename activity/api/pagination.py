@@ -10,7 +10,8 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
-from activity.events import InvalidValue, clean_user
+from activity.errors import InvalidValue
+from activity.events import clean_user
 
 
 def encode_cursor(ts: float, user: str) -> str:

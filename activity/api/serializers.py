@@ -8,8 +8,9 @@ from rest_framework import serializers
 
 from activity import conf
 from activity.api.pagination import decode_cursor
-from activity.events import Event, InvalidValue, clean_path, clean_ts, clean_user, iso
-from activity.store.reports import PERIODS
+from activity.errors import InvalidBatch, InvalidValue
+from activity.events import clean_events, clean_path, clean_ts, clean_user, iso
+from activity.reports import PERIODS
 
 
 class _CleanedField(serializers.Field):
@@ -40,23 +41,29 @@ class PathField(_CleanedField):
 
 
 class EventSerializer(serializers.Serializer):
+    """One event's shape, for the OpenAPI document; ``EventListField`` validates the batch."""
+
     user = UserIdField()
     ts = TimestampField(required=False)
     path = PathField(required=False)
 
 
+class EventListField(serializers.ListField):
+    """The batch, validated whole by ``activity.events.clean_events`` (the Celery task's validator
+    too); its value is a list of ``Event``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=EventSerializer(), allow_empty=False, **kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        try:
+            return clean_events(data)
+        except InvalidBatch as error:
+            raise serializers.ValidationError(error.errors["events"]) from None
+
+
 class EventBatchSerializer(serializers.Serializer):
-    events = serializers.ListField(child=EventSerializer(), allow_empty=False)
-
-    def validate_events(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        limit = conf.settings.MAX_BATCH
-        if len(value) > limit:
-            raise serializers.ValidationError(f"At most {limit} events per request; got {len(value)}.")
-        return value
-
-    def to_events(self, now: float) -> list[Event]:
-        """The validated batch as Event values; a missing ``ts`` means ``now``."""
-        return [Event(user=e["user"], ts=e.get("ts", now), path=e.get("path")) for e in self.validated_data["events"]]
+    events = EventListField()
 
 
 class IngestResultSerializer(serializers.Serializer):

@@ -9,14 +9,14 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
-from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
-from activity import audience, clock, conf, groups, services
+from activity import audience, conf, groups, reports, services
 from activity.api import serializers as s
 from activity.api.pagination import next_link, page_links
 from activity.api.permissions import CanIngest, IsStaffOrSelf
-from activity.events import InvalidValue, clean_user, iso
+from activity.errors import InvalidValue
+from activity.events import clean_user, iso
 
 
 def user_from_url(value: str) -> str:
@@ -36,7 +36,7 @@ class EventsView(APIView):
     def post(self, request: Request) -> Response:
         batch = s.EventBatchSerializer(data=request.data)
         batch.is_valid(raise_exception=True)
-        result = services.record_events(batch.to_events(now=clock.now()))
+        result = services.record_events(batch.validated_data["events"])
         return Response(
             {"accepted": result.accepted, "last_seen_updated": result.last_seen_updated},
             status=status.HTTP_202_ACCEPTED,
@@ -127,8 +127,8 @@ class ReportListView(APIView):
 
     @extend_schema(operation_id="reports_list", responses={200: s.ReportListSerializer})
     def get(self, request: Request) -> Response:
-        reports = [{"name": name, "description": text} for name, text in services.report_catalogue()]
-        return Response({"count": len(reports), "results": reports})
+        found = [{"name": name, "description": text} for name, text in reports.catalogue()]
+        return Response({"count": len(found), "results": found})
 
 
 class ReportView(APIView):
@@ -143,12 +143,12 @@ class ReportView(APIView):
         responses={200: s.ReportPageSerializer},
     )
     def get(self, request: Request, name: str) -> Response:
-        if name not in dict(services.report_catalogue()):
+        if name not in reports.REGISTRY:
             raise NotFound("No such report; GET /api/v1/reports/ lists them.")
         query = s.ReportQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         period, page, size = (query.validated_data[field] for field in ("period", "page", "page_size"))
-        found, cache = services.report_page(name, period, page, size)
+        found, cache = reports.page(name, period, page, size)
         following, previous = page_links(request, page, size, found.count)
         body = {
             "report": name,
@@ -190,17 +190,8 @@ class GroupMembersView(APIView):
         page = groups.members_page(group, (number - 1) * size, size)
         if page is None:
             raise NotFound("No such group.")
-        url = request.build_absolute_uri()
-        previous = None
-        if number > 1:
-            previous = remove_query_param(url, "page") if number == 2 else replace_query_param(url, "page", number - 1)
+        following, previous = page_links(request, number, size, page.count)
         results = [{"user": user, "ts": ts, "last_seen": None if ts is None else iso(ts)} for user, ts in page.rows]
         return Response(
-            {
-                "group": group,
-                "count": page.count,
-                "next": replace_query_param(url, "page", number + 1) if number * size < page.count else None,
-                "previous": previous,
-                "results": results,
-            }
+            {"group": group, "count": page.count, "next": following, "previous": previous, "results": results}
         )

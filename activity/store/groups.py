@@ -16,10 +16,10 @@ import secrets
 from collections.abc import Iterable, Mapping
 from itertools import islice
 
-import redis
 from django.core.exceptions import ImproperlyConfigured
 
 from activity.store import keys
+from activity.store.client import Client
 from activity.store.scripts import LuaScript, Pipeline
 
 UPSERT = LuaScript("group_view_upsert")
@@ -43,7 +43,7 @@ def _chunks(items: Iterable, size: int) -> Iterable[list]:
         yield batch
 
 
-def read_page(client: redis.Redis, group_id: int, start: int, stop: int) -> tuple[int, list[tuple[str, float]], str]:
+def read_page(client: Client, group_id: int, start: int, stop: int) -> tuple[int, list[tuple[str, float]], str]:
     """(member count, members ranked start..stop most recent first, membership epoch). One round trip.
 
     A count of 0 means the view does not exist (a group without members has no view either).
@@ -57,11 +57,11 @@ def read_page(client: redis.Redis, group_id: int, start: int, stop: int) -> tupl
     return count, rows, epoch or ""
 
 
-def epoch(client: redis.Redis, group_id: int) -> str:
+def epoch(client: Client, group_id: int) -> str:
     return client.get(keys.group_epoch(group_id)) or ""
 
 
-def build(client: redis.Redis, group_id: int, scores: Mapping[str, float | None], seen_epoch: str, ttl: int) -> bool:
+def build(client: Client, group_id: int, scores: Mapping[str, float | None], seen_epoch: str, ttl: int) -> bool:
     """Materialize a group's view from its members' last seen; False when a membership change raced it.
 
     One round trip: a MULTI fills a temporary key (with its own TTL), indexes each member's group,
@@ -92,7 +92,7 @@ def queue_groups_of(pipe: Pipeline, users: Iterable[str]) -> int | None:
     return pipe.script(GROUPS_OF, index_keys, []) if index_keys else None
 
 
-def upsert(client: redis.Redis, updates: Updates, strategy: str, margin: float) -> int:
+def upsert(client: Client, updates: Updates, strategy: str, margin: float) -> int:
     """Apply last-seen updates to the views that exist; returns how many (view, member) moved."""
     if strategy == "lua":
         return upsert_lua(client, updates)
@@ -101,7 +101,7 @@ def upsert(client: redis.Redis, updates: Updates, strategy: str, margin: float) 
     raise ImproperlyConfigured(f"ACTIVITY_GROUP_VIEW_STRATEGY must be one of {STRATEGIES}, not {strategy!r}")
 
 
-def upsert_lua(client: redis.Redis, updates: Updates) -> int:
+def upsert_lua(client: Client, updates: Updates) -> int:
     """One EVALSHA (EXISTS + ZADD XX GT, atomic) per KEYS_PER_ROUND views, all in one round trip."""
     pipe = Pipeline(client)
     calls = []
@@ -118,7 +118,7 @@ def upsert_lua(client: redis.Redis, updates: Updates) -> int:
     return sum(results[i] for i in calls)
 
 
-def upsert_ttl_guard(client: redis.Redis, updates: Updates, margin: float) -> int:
+def upsert_ttl_guard(client: Client, updates: Updates, margin: float) -> int:
     """Per KEYS_PER_ROUND views: PTTL in one round trip, then ZADD XX GT where TTL > margin in another.
 
     A view expiring within the margin is skipped (it is about to be rebuilt anyway). A PTTL of -1
@@ -140,7 +140,7 @@ def upsert_ttl_guard(client: redis.Redis, updates: Updates, margin: float) -> in
     return moved
 
 
-def drop(client: redis.Redis, group_ids: Iterable[int], removed: Iterable[tuple[int, str]], ttl: int) -> None:
+def drop(client: Client, group_ids: Iterable[int], removed: Iterable[tuple[int, str]], ttl: int) -> None:
     """Membership changed: bump each group's epoch (a build in flight is discarded), delete its view,
     and take removed members' index entries out. One round trip.
 

@@ -32,8 +32,19 @@ def last_seen_claimed() -> str:
 
 
 def lock(name: str) -> str:
-    """String: a lock (SET NX PX with a random token). Always has a TTL."""
-    return f"{prefix()}lock:{name}"
+    """String: a lock (SET NX PX with a random token). Always has a TTL. Tagged with its name, so
+    the lock and its announcement list share a Cluster slot."""
+    return f"{prefix()}lock:{{{name}}}"
+
+
+def lock_signal(name: str) -> str:
+    """List: the lock's release announcements, which waiters BLPOP on (TTL: the lock's)."""
+    return f"{lock(name)}:signal"
+
+
+def health() -> str:
+    """String: the health check's write probe (TTL: a few seconds)."""
+    return f"{prefix()}health"
 
 
 # --- what the sweep job may find without a TTL ------------------------------------------------
@@ -188,11 +199,6 @@ def report_meta(report_id: str) -> str:
     """String: when the report was built (epoch seconds); same TTL as its rows, so it also marks
     a built-but-empty report (SORT ... STORE of nothing stores no list)."""
     return f"{prefix()}{PV_TAG}:report:{report_id}:meta"
-
-
-def report_built(report_id: str) -> str:
-    """List: rebuild announcements readers BLPOP on while another client builds (short TTL)."""
-    return f"{prefix()}{PV_TAG}:report:{report_id}:built"
 
 
 def reports_read() -> str:

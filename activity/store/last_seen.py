@@ -1,15 +1,16 @@
-"""Last seen per user: a sorted set written only through "ZADD unless smaller"."""
+"""Last seen per user: a sorted set written only through "ZADD unless smaller", and pruned of
+members older than the retention unless their change still waits for the database."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-import redis
-
 from activity.store import keys
+from activity.store.client import Client
 from activity.store.scripts import LuaScript, Pipeline
 
 ZADD_UNLESS_SMALLER = LuaScript("zadd_unless_smaller")
+PRUNE = LuaScript("prune_last_seen")
 
 
 def _flatten(scores: Mapping[str, float]) -> list[str | float]:
@@ -24,30 +25,37 @@ def queue_update(pipe: Pipeline, scores: Mapping[str, float], now: float) -> int
     return pipe.script(ZADD_UNLESS_SMALLER, [keys.last_seen(), keys.last_seen_dirty()], [repr(now), *_flatten(scores)])
 
 
-def update(client: redis.Redis, scores: Mapping[str, float], now: float) -> int:
+def update(client: Client, scores: Mapping[str, float], now: float) -> int:
     """Move each user's last seen forward (never back); returns how many moved."""
     if not scores:
         return 0
     return ZADD_UNLESS_SMALLER(client, [keys.last_seen(), keys.last_seen_dirty()], [repr(now), *_flatten(scores)])
 
 
-def get(client: redis.Redis, user: str) -> float | None:
+def get(client: Client, user: str) -> float | None:
     return client.zscore(keys.last_seen(), user)
 
 
-def get_many(client: redis.Redis, users: Iterable[str]) -> dict[str, float | None]:
+def get_many(client: Client, users: Iterable[str]) -> dict[str, float | None]:
     users = list(users)
     if not users:
         return {}
     return dict(zip(users, client.zmscore(keys.last_seen(), users), strict=True))
 
 
-def count_since(client: redis.Redis, since: float) -> int:
+def count_since(client: Client, since: float) -> int:
     return client.zcount(keys.last_seen(), since, "+inf")
 
 
+def queue_count_since(pipe: Pipeline, since: float) -> int:
+    """Queue ``count_since``; returns its reply index."""
+    at = len(pipe)
+    pipe.zcount(keys.last_seen(), since, "+inf")
+    return at
+
+
 def page_since(
-    client: redis.Redis, since: float, limit: int, before: tuple[float, str] | None = None
+    client: Client, since: float, limit: int, before: tuple[float, str] | None = None
 ) -> list[tuple[str, float]]:
     """Users seen at or after ``since``, most recent first, strictly after the keyset ``before``.
 
@@ -65,3 +73,15 @@ def page_since(
         if len(rows_kept) >= limit or len(rows) < fetch:
             return rows_kept[:limit]
         fetch *= 2
+
+
+def prune(client: Client, cutoff: float, step: int) -> tuple[int, int]:
+    """Remove members last seen before ``cutoff`` unless still unflushed; returns (removed, kept)."""
+    removed = kept = 0
+    script_keys = [keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed()]
+    while True:
+        examined, gone = PRUNE(client, script_keys, [repr(float(cutoff)), kept, step])
+        removed += gone
+        kept += examined - gone
+        if examined < step:
+            return removed, kept

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import redis
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
+
+from activity.store.client import Client
 
 LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
 
@@ -31,14 +32,14 @@ class LuaScript:
     def sha(self) -> str:
         return self._script.sha
 
-    def __call__(self, client: redis.Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    def __call__(self, client: Client, keys: Sequence[str], args: Sequence[Any]) -> Any:
         return self._script(keys=keys, args=args, client=client)
 
 
 class Pipeline:
     """A redis-py pipeline whose scripts cost no extra round trip and survive NOSCRIPT."""
 
-    def __init__(self, client: redis.Redis, transaction: bool = False) -> None:
+    def __init__(self, client: Client, transaction: bool = False) -> None:
         self.client = client
         self.pipe = client.pipeline(transaction=transaction)
         self._scripts: dict[int, tuple[LuaScript, Sequence[str], Sequence[Any]]] = {}

@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date
 
-import redis
-
+from activity.calendar import DAY_SECONDS, day_name, day_of, period_name
 from activity.store import keys
+from activity.store.client import Client
 from activity.store.scripts import LuaScript, Pipeline
 
 SESSION_RECORD = LuaScript("session_record")
-DAY = 86400
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,36 +30,26 @@ class SessionPage:
     views: list[tuple[str, float]]  # (path, ts), most recent first
 
 
-def day_name(day: date) -> str:
-    """A day as the per-day keys name it: ``YYYYMMDD``."""
-    return day.strftime("%Y%m%d")
-
-
-def day_of(ts: float) -> str:
-    """The UTC day of ``ts`` as the per-day keys name it."""
-    return day_name(datetime.fromtimestamp(ts, UTC).date())
-
-
-def week_of(ts: float) -> str:
-    """The ISO week (UTC) of ``ts`` as the per-week keys name it: ``YYYYWww``."""
-    year, week, _ = datetime.fromtimestamp(ts, UTC).isocalendar()
-    return f"{year}W{week:02d}"
-
-
 def queue_record(pipe: Pipeline, views: Sequence[PageView], window_s: int, max_pages: int, stats_days: int) -> int:
     """Queue one EVALSHA recording every view of the batch; returns its reply index (sessions started)."""
     script_keys: list[str] = []
-    args: list[str | int] = [int(window_s * 1000), int(max_pages), stats_days * DAY, (stats_days + 7) * DAY]
+    args: list[str | int] = [
+        int(window_s * 1000),
+        int(max_pages),
+        stats_days * DAY_SECONDS,
+        (stats_days + 7) * DAY_SECONDS,
+    ]
     for view in views:
-        day, week = f"d:{day_of(view.ts)}", f"w:{week_of(view.ts)}"
+        when = day_of(view.ts)
+        day, week, name = period_name("day", when), period_name("week", when), day_name(when)
         script_keys += [
             keys.session(view.user),
             keys.user_views(day, view.user),
             keys.user_views(week, view.user),
             keys.display_name(view.user),
-            keys.sessions_started(day_of(view.ts)),
-            keys.page_views(day_of(view.ts)),
-            keys.path_views(day_of(view.ts)),
+            keys.sessions_started(name),
+            keys.page_views(name),
+            keys.path_views(name),
             keys.viewers(day),
             keys.viewers(week),
         ]
@@ -69,7 +58,7 @@ def queue_record(pipe: Pipeline, views: Sequence[PageView], window_s: int, max_p
     return pipe.script(SESSION_RECORD, script_keys, args)
 
 
-def page(client: redis.Redis, user: str, number: int, size: int) -> SessionPage | None:
+def page(client: Client, user: str, number: int, size: int) -> SessionPage | None:
     """Page ``number`` (1-based) of the session, most recent first: one MULTI of LLEN, PTTL and one
     LRANGE of just that page, so the count, the TTL and the rows describe the same list."""
     pipe = client.pipeline(transaction=True)
@@ -86,13 +75,13 @@ def page(client: redis.Redis, user: str, number: int, size: int) -> SessionPage 
     return SessionPage(count=count, expires_in=max(pttl, 0) / 1000, views=views)
 
 
-def day_counts(client: redis.Redis, day: date) -> tuple[int, int]:
+def day_counts(client: Client, day: date) -> tuple[int, int]:
     """(sessions started, page views) on ``day``; one round trip."""
     started, views = client.mget(keys.sessions_started(day_name(day)), keys.page_views(day_name(day)))
     return int(started or 0), int(views or 0)
 
 
-def top_paths(client: redis.Redis, day: date, n: int) -> list[tuple[str, int]]:
+def top_paths(client: Client, day: date, n: int) -> list[tuple[str, int]]:
     """The ``n`` most viewed paths on ``day``, most viewed first (ties: path descending)."""
     rows = client.zrange(keys.path_views(day_name(day)), 0, n - 1, desc=True, withscores=True)
     return [(path, int(score)) for path, score in rows]

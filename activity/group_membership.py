@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, pre_delete
 
 from activity import groups
-from activity.store.client import UNAVAILABLE
+from activity.errors import StoreUnavailable
 
 logger = logging.getLogger("activity.groups")
 
@@ -27,7 +27,7 @@ def _after_commit(group_ids: Iterable[int], removed: Iterable[tuple[int, str]]) 
     def drop() -> None:
         try:
             groups.membership_changed(group_ids, removed)
-        except UNAVAILABLE as error:
+        except StoreUnavailable as error:
             logger.warning(
                 "Group views %s not dropped (Redis unavailable: %s); they expire at their TTL", group_ids, error
             )

@@ -1,0 +1,74 @@
+"""The service's calendar: UTC days, ISO weeks (Monday first) and months, and how keys name them.
+
+Every per-day or per-week figure is filed under the names made here (``20261123``, ``2026W48``,
+``d:20261123``, ``w:2026W48``), so the writers, the readers and the rollup always agree on which
+day an event belongs to.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time, timedelta
+
+from activity import clock
+
+DAY_SECONDS = 86400
+EPOCH = date(1970, 1, 1)
+
+
+def utc(ts: float) -> datetime:
+    """Epoch seconds as an aware UTC datetime."""
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def day_of(ts: float) -> date:
+    """The UTC day of epoch time ``ts``."""
+    return utc(ts).date()
+
+
+def today() -> date:
+    return day_of(clock.now())
+
+
+def midnight(day: date) -> datetime:
+    """The start of a UTC day."""
+    return datetime.combine(day, time(), UTC)
+
+
+def day_number(day: date) -> int:
+    """Days since 1970-01-01."""
+    return (day - EPOCH).days
+
+
+def day_name(day: date) -> str:
+    """A day as per-day keys name it: ``YYYYMMDD``."""
+    return day.strftime("%Y%m%d")
+
+
+def week_name(day: date) -> str:
+    """The ISO week of ``day`` as per-week keys name it: ``YYYYWww``."""
+    year, week, _ = day.isocalendar()
+    return f"{year}W{week:02d}"
+
+
+def period_name(period: str, day: date) -> str:
+    """The ``day`` or ``week`` holding ``day``, as per-user counters and viewer sets name it."""
+    if period == "day":
+        return f"d:{day_name(day)}"
+    if period == "week":
+        return f"w:{week_name(day)}"
+    raise ValueError(f"period must be day or week, not {period!r}")
+
+
+def week_days(day: date) -> list[date]:
+    """Monday of ``day``'s ISO week up to ``day``."""
+    return [day - timedelta(days=n) for n in range(day.weekday(), -1, -1)]
+
+
+def month_days(day: date) -> list[date]:
+    """The first of ``day``'s month up to ``day``."""
+    return [day.replace(day=n) for n in range(1, day.day + 1)]
+
+
+def seconds_left(day: date, keep_days: int, now: float) -> int:
+    """Seconds a key of ``day`` kept ``keep_days`` days past its end still has at ``now`` (<= 0: gone)."""
+    return int(midnight(day).timestamp() + (keep_days + 1) * DAY_SECONDS - now)

@@ -1,0 +1,45 @@
+"""Taking a lock: the one way the scheduled jobs, the daily rollup and report rebuilds do it.
+
+``exclusive`` tries once and never waits: periodic work that finds its lock taken skips (the next
+tick comes soon, and every job is idempotent); a reader that needs the holder's result waits for
+its release announcement with ``wait_for_release``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+from activity import conf
+from activity.store import locks as store
+from activity.store.client import get_client
+
+
+@contextmanager
+def exclusive(name: str, ttl: float) -> Iterator[bool]:
+    """Hold lock ``name`` (for at most ``ttl`` seconds) for the block; yields False, holding
+    nothing, when another client has it. Leaving the block releases it and announces the release."""
+    with store.Lock(get_client(), name, int(ttl * 1000)) as acquired:
+        yield acquired
+
+
+def wait_for_release(name: str, seconds: float, ttl: float) -> bool:
+    """Block until lock ``name``'s holder releases it, at most ``seconds`` (one short step; call it
+    in a loop with a deadline). True when a release was announced."""
+    return store.wait(get_client(), name, seconds, int(ttl * 1000))
+
+
+def job_ttl() -> float:
+    """Seconds a scheduled job's lock lives; task soft and hard time limits are set below it."""
+    return float(conf.settings.JOB_LOCK_TTL)
+
+
+def job_time_limits() -> tuple[float, float]:
+    """(soft, hard) Celery time limits for a locked job: both end the run before its lock expires."""
+    ttl = job_ttl()
+    return ttl * 0.75, ttl * 0.9
+
+
+def exclusive_job(name: str) -> AbstractContextManager[bool]:
+    """``exclusive`` for scheduled job ``name`` (flush, prune, sweep, ...), with the job lock TTL."""
+    return exclusive(f"job:{name}", job_ttl())

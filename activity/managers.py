@@ -1,0 +1,140 @@
+"""The SQL that writes flushed last seen: one statement per batch, never moving a row back.
+
+Kept in one place, on the model's manager, so the flush (``activity.flush``) deals only with
+batches, and the statement's shape (and why it is built by hand) is read in one file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import connection, models
+
+from activity import clock
+
+
+def _upsert_sql(db_table: str, rows: int) -> str:
+    """One INSERT ... SELECT ... ON CONFLICT per batch whose update keeps the greater ``last_seen``.
+
+    The batch is the relation ``batch(user_id, seen, candidate)``. On PostgreSQL it travels as three
+    comma-joined strings that ``string_to_array`` splits (see ``_joined``), the times as epoch
+    floats that ``to_timestamp`` converts: as typed arrays, which the driver formats element by
+    element, a 2,000-row batch took 55 ms instead of 32 (measured side by side). Elsewhere it is a
+    VALUES list.
+    ``candidate`` is the id as a Django user pk where it parses as one; the LEFT JOIN keeps it only
+    if that user exists, so the account is filled in the same statement. ``WHERE true`` lets
+    SQLite tell the upsert's ON from a join's.
+    """
+    quote = connection.ops.quote_name
+    table = quote(db_table)
+    user = get_user_model()._meta
+    pk = quote(user.pk.column)
+    if connection.vendor == "postgresql":
+        pk_type = user.pk.cast_db_type(connection)
+        arrays = (
+            f"string_to_array(%s, ','), string_to_array(%s, ',')::float8[], string_to_array(%s, ',', '')::{pk_type}[]"
+        )
+        batch = f"SELECT u, to_timestamp(s), c FROM unnest({arrays}) AS v(u, s, c)"
+        greatest = "GREATEST"
+    else:
+        batch = "VALUES " + ", ".join(["(%s, %s, %s)"] * rows)
+        greatest = "MAX"
+    return (
+        f"WITH batch (user_id, seen, candidate) AS ({batch}) "
+        f"INSERT INTO {table} ({quote('user_id')}, {quote('account_id')}, {quote('first_seen')}, "
+        f"{quote('last_seen')}, {quote('updated_at')}) "
+        f"SELECT batch.user_id, account.{pk}, batch.seen, batch.seen, %s "
+        f"FROM batch LEFT JOIN {quote(user.db_table)} account ON account.{pk} = batch.candidate WHERE true "
+        f"ON CONFLICT ({quote('user_id')}) DO UPDATE SET "
+        f"{quote('last_seen')} = {greatest}({table}.{quote('last_seen')}, EXCLUDED.{quote('last_seen')}), "
+        f"{quote('account_id')} = COALESCE(EXCLUDED.{quote('account_id')}, {table}.{quote('account_id')}), "
+        f"{quote('updated_at')} = EXCLUDED.{quote('updated_at')}"
+    )
+
+
+def _account_candidates(user_ids: Sequence[str]) -> list[object | None]:
+    """Each id as the Django user pk it spells (``str(pk) == id``, within the column), else None.
+
+    "007" is not user 7: the middleware records ``str(user.pk)``, so only that spelling is a user.
+    Integer keys, the common case, skip ``run_validators``: it cost more than the rest of a batch's
+    Python, which runs beside the database's write and slowed it (about 12% fewer rows/s).
+    """
+    pk_field = get_user_model()._meta.pk
+    if isinstance(pk_field, models.IntegerField):
+        low, high = connection.ops.integer_field_range(pk_field.get_internal_type())
+
+        def candidate(user_id: str) -> object | None:
+            try:
+                value = int(user_id)
+            except ValueError:
+                return None
+            return value if str(value) == user_id and low <= value <= high else None
+
+    else:
+
+        def candidate(user_id: str) -> object | None:
+            try:
+                value = pk_field.to_python(user_id)
+                pk_field.run_validators(value)
+            except (ValidationError, ValueError, TypeError):
+                return None
+            return value if str(value) == user_id else None
+
+    return [candidate(user_id) for user_id in user_ids]
+
+
+def _joined(values: Sequence[str]) -> str:
+    """``values`` joined for ``string_to_array(..., ',')``. User ids never hold a comma (they match
+    ``events.USER_ID_RE``), nor do numbers or the pk values parsed from such ids; checked anyway."""
+    text = ",".join(values)
+    if text.count(",") != len(values) - 1:
+        raise ValueError(f"a flushed value holds a comma: {[value for value in values if ',' in value][:3]}")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Upsert:
+    """One batch's statement and parameters, built apart from running it: a flush builds the next
+    batch's while the database is busy writing this one."""
+
+    sql: str
+    params: list[object]
+
+    def execute(self) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, self.params)
+
+
+def _build_upsert(db_table: str, rows: Sequence[tuple[str, float]]) -> Upsert:
+    """The greater-of upsert of (user id, last-seen epoch seconds) pairs; ``rows`` must not be empty.
+
+    ``bulk_create(update_conflicts=True)`` can only overwrite, so a late or repeated flush could
+    move ``last_seen`` back; PostgreSQL's GREATEST and SQLite's two-argument MAX keep the later one.
+    """
+    adapt = connection.ops.adapt_datetimefield_value
+    user_ids = [user_id for user_id, _ in rows]
+    candidates = _account_candidates(user_ids)
+    now = adapt(dt.datetime.fromtimestamp(clock.now(), dt.UTC))
+    if connection.vendor == "postgresql":
+        seen_texts = [repr(ts) for _, ts in rows]  # repr: the shortest text that reads back as the same float
+        candidate_texts = ["" if candidate is None else str(candidate) for candidate in candidates]
+        params: list[object] = [_joined(user_ids), _joined(seen_texts), _joined(candidate_texts)]
+    else:
+        seen = [adapt(dt.datetime.fromtimestamp(ts, dt.UTC)) for _, ts in rows]
+        params = [value for row in zip(user_ids, seen, candidates, strict=True) for value in row]
+    return Upsert(sql=_upsert_sql(db_table, len(rows)), params=[*params, now])
+
+
+class UserActivityManager(models.Manager):
+    def build_upsert(self, rows: Sequence[tuple[str, float]]) -> Upsert:
+        """The statement writing ``rows`` (see ``_build_upsert``), to run later."""
+        return _build_upsert(self.model._meta.db_table, rows)
+
+    def upsert_last_seen(self, rows: Sequence[tuple[str, float]]) -> None:
+        """Write (user id, last-seen epoch seconds) pairs in one statement, never moving a row back."""
+        if rows:
+            self.build_upsert(rows).execute()

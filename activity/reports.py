@@ -1,0 +1,214 @@
+"""Cached sorted reports: which reports exist, and when and by whom a copy is (re)built.
+
+A copy is built by one ``SORT ... STORE`` (``activity.store.reports``) and lives ``ttl + stale``
+seconds: fresh for ``ttl``, then kept ``stale`` seconds more so readers have something to serve
+while one client rebuilds. Only the holder of the report's lock runs SORT; other readers serve the
+stale copy or, when there is none, wait for the holder's release announcement (BLPOP), so any
+number of readers cause one build per expiry. A beat job rebuilds the reports read lately before
+they expire, so their readers keep hitting the cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from activity import calendar, clock, conf, locks
+from activity.errors import UnknownReport
+from activity.store import reports as store
+from activity.store.client import get_client
+
+logger = logging.getLogger("activity.reports")
+
+PERIODS = ("day", "week")
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """How one report is built: SORT the period's viewers by ``order`` (``views`` or ``name``)."""
+
+    name: str
+    description: str
+    order: str
+    desc: bool = False
+    top: bool = False  # keep only the first ACTIVITY_REPORT_TOP rows (SORT ... LIMIT)
+
+
+REGISTRY: dict[str, Report] = {
+    report.name: report
+    for report in (
+        Report(
+            "most-active",
+            "Users ranked by page views in the period (UTC day, or ISO week with period=week), top N.",
+            order="views",
+            desc=True,
+            top=True,
+        ),
+        Report(
+            "active-by-name",
+            "Users with page views in the period, by username (A-Z; the user id when none is known).",
+            order="name",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The report settings in force, in the units the code uses."""
+
+    ttl_ms: int  # fresh for this long after a build
+    stale_ms: int  # kept this much longer, served as stale while one client rebuilds
+    wait_s: float  # lock TTL, and how long a reader without a copy waits for the holder's build
+    top: int  # rows kept by ``top`` reports
+    read_window_s: int  # reports read this recently are kept fresh by the refresh job
+
+    @classmethod
+    def current(cls) -> Policy:
+        settings = conf.settings
+        return cls(
+            ttl_ms=int(settings.REPORT_TTL * 1000),
+            stale_ms=int(settings.REPORT_STALE * 1000),
+            wait_s=settings.REPORT_WAIT,
+            top=settings.REPORT_TOP,
+            read_window_s=settings.REPORT_READ_WINDOW,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    generated_at: float
+    expires_in: float  # seconds it stays fresh (0 when stale)
+    fresh: bool
+    count: int
+    rows: list[dict[str, object]]
+
+
+def catalogue() -> list[tuple[str, str]]:
+    """(name, one-line description) of every report."""
+    return [(report.name, report.description) for report in REGISTRY.values()]
+
+
+def _report(name: str) -> Report:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UnknownReport(name) from None
+
+
+def _copy_id(report: Report, period: str, now: float) -> str:
+    """The copy of ``report`` for the current ``period`` at ``now``: each day or week has its own."""
+    return f"{report.name}:{calendar.period_name(period, calendar.day_of(now))}"
+
+
+def read_copy(report: Report, period: str, now: float, number: int, size: int, policy: Policy) -> Snapshot | None:
+    """Page ``number`` of the stored copy (one round trip), or None when there is none."""
+    first = (number - 1) * size
+    found = store.read(
+        get_client(), _copy_id(report, period, now), first, size, f"{report.name}:{period}", now, policy.read_window_s
+    )
+    if found is None:
+        return None
+    rows = [
+        {"rank": first + index + 1, "user": user, "name": name or user, "views": int(views or 0)}
+        for index, (user, name, views) in enumerate(found.rows)
+    ]
+    return Snapshot(
+        generated_at=found.generated_at,
+        expires_in=max(0, found.pttl_ms - policy.stale_ms) / 1000,
+        fresh=found.pttl_ms > policy.stale_ms,
+        count=found.count,
+        rows=rows,
+    )
+
+
+def build_copy(report: Report, period: str, now: float, policy: Policy) -> None:
+    """Run the report's SORT now, lock or not (``page`` calls it only behind the lock, or when no
+    holder announced a build in time; ``bench/reports.py`` calls it bare as the naive cache)."""
+    store.build(
+        get_client(),
+        _copy_id(report, period, now),
+        calendar.period_name(period, calendar.day_of(now)),
+        report.order,
+        desc=report.desc,
+        alpha=report.order == "name",
+        limit=policy.top if report.top else None,
+        keep_ms=policy.ttl_ms + policy.stale_ms,
+        now=now,
+    )
+
+
+def _fresh_for_ms(report: Report, period: str, now: float, policy: Policy) -> int:
+    """Milliseconds the stored copy stays fresh; negative when stale or missing."""
+    pttl = store.pttl_ms(get_client(), _copy_id(report, period, now))
+    return pttl - policy.stale_ms if pttl >= 0 else -1
+
+
+def lock_name(report: Report, period: str, now: float) -> str:
+    """The name of the lock guarding rebuilds of ``report``'s current copy."""
+    return f"report:{_copy_id(report, period, now)}"
+
+
+def _build_unless_fresh(report: Report, period: str, now: float, policy: Policy, margin_ms: int = 0) -> str:
+    """Rebuild behind the lock unless a copy fresh for more than ``margin_ms`` is there (checked
+    again after taking the lock, so a reader that raced a finished build does not SORT again).
+    Returns ``built``, ``fresh`` or ``busy`` (another client holds the lock)."""
+    with locks.exclusive(lock_name(report, period, now), policy.wait_s) as acquired:
+        if not acquired:
+            return "busy"
+        if _fresh_for_ms(report, period, now, policy) > margin_ms:
+            return "fresh"
+        build_copy(report, period, now, policy)
+        return "built"
+
+
+def page(name: str, period: str = "day", number: int = 1, size: int = 50) -> tuple[Snapshot, str]:
+    """Page ``number`` of a report and how it was served: ``hit`` (fresh copy, one round trip),
+    ``stale`` (old copy while another client rebuilds) or ``miss`` (built now, by this reader or by
+    the holder it waited for). Raises ``UnknownReport``."""
+    report, policy, now = _report(name), Policy.current(), clock.now()
+    found = read_copy(report, period, now, number, size, policy)
+    if found is not None and found.fresh:
+        return found, "hit"
+    deadline = time.monotonic() + 2 * policy.wait_s  # past the lock TTL, so a dead holder is replaced
+    while True:
+        outcome = _build_unless_fresh(report, period, now, policy)
+        if outcome != "busy":
+            return read_copy(report, period, now, number, size, policy), "miss" if outcome == "built" else "hit"
+        if found is not None:
+            return found, "stale"
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            logger.warning("report %s: no build announced in time; building without the lock", report.name)
+            build_copy(report, period, now, policy)
+            return read_copy(report, period, now, number, size, policy), "miss"
+        locks.wait_for_release(lock_name(report, period, now), remaining, policy.wait_s)
+        found = read_copy(report, period, now, number, size, policy)
+        if found is not None:
+            return found, "miss"
+
+
+def refresh() -> int:
+    """Rebuild the reports read within ``ACTIVITY_REPORT_READ_WINDOW`` whose fresh copy has less than
+    two refresh intervals left; returns how many were built. Each rebuild takes the report's lock,
+    so two beat instances never both run its SORT."""
+    policy, now = Policy.current(), clock.now()
+    margin_ms = 2 * conf.settings.REPORT_REFRESH_INTERVAL * 1000
+    built = 0
+    for marker in store.read_since(get_client(), now - policy.read_window_s):
+        name, _, period = marker.rpartition(":")
+        if name not in REGISTRY or period not in PERIODS:
+            continue
+        report = REGISTRY[name]
+        if _fresh_for_ms(report, period, now, policy) > margin_ms:
+            continue
+        built += _build_unless_fresh(report, period, now, policy, margin_ms) == "built"
+    return built
+
+
+def rebuild(name: str, period: str = "day") -> str:
+    """Rebuild a report now, fresh copy or not (the admin's "recompute now"): ``built``, or ``busy``
+    when another client holds its rebuild lock (that build is the recompute). Raises ``UnknownReport``."""
+    policy = Policy.current()
+    return _build_unless_fresh(_report(name), period, clock.now(), policy, margin_ms=policy.ttl_ms)

@@ -1,0 +1,54 @@
+"""The sweep's Redis side: SCAN the service's prefix and repair keys found without a TTL.
+
+Which TTL a stray key gets (or whether it is deleted, or left alone as one of the documented
+long-lived keys) is decided by ``keys.stray_ttl``, next to the key builders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from activity.store import keys
+from activity.store.client import Client
+from activity.store.scripts import LuaScript, Pipeline
+
+EXPIRE_IF_PERSISTENT = LuaScript("expire_if_persistent")
+
+
+@dataclass(frozen=True, slots=True)
+class SweepStep:
+    scanned: int
+    long_lived: int
+    repaired: list[str]
+    deleted: list[str]
+
+
+def sweep(client: Client, count: int, default_ttl: int) -> Iterator[SweepStep]:
+    """SCAN the prefix ``count`` keys per step; each step repairs the keys it found without a TTL.
+
+    Two round trips per step: the SCAN, then one pipeline of ``expire_if_persistent`` calls (the
+    script checks the TTL itself, atomically, one key per call so Cluster slots do not matter).
+    Keys outside the prefix are never touched, even if the MATCH pattern let one through.
+    """
+    prefix = keys.prefix()
+    cursor = 0
+    while True:
+        cursor, found = client.scan(cursor, match=keys.sweep_pattern(), count=count)
+        own = [key for key in found if key.startswith(prefix)]
+        ttls = {key: keys.stray_ttl(key, default_ttl) for key in own}
+        fixes = {key: ttl * 1000 for key, ttl in ttls.items() if ttl is not None}
+        fixed: list[str] = []
+        if fixes:
+            pipe = Pipeline(client)
+            for key, ttl_ms in fixes.items():
+                pipe.script(EXPIRE_IF_PERSISTENT, [key], [ttl_ms])
+            fixed = [key for key, done in zip(fixes, pipe.execute(), strict=True) if done == 1]
+        yield SweepStep(
+            scanned=len(own),
+            long_lived=len(own) - len(fixes),
+            repaired=[key for key in fixed if fixes[key] > 0],
+            deleted=[key for key in fixed if fixes[key] == 0],
+        )
+        if cursor == 0:
+            return

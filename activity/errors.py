@@ -19,11 +19,16 @@ class StoreUnavailable(ActivityError):
     READONLY, LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN or NOREPLICAS. Worth retrying later.
 
     ``reason`` is the reply code (``OOM``, ``READONLY``, ...) or ``connection`` / ``timeout``.
+    Rebuilt from its ``args`` (pickle, Celery's result backends), so a retried task keeps its class.
     """
 
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(f"{reason}: {message}" if not message.startswith(reason) else message)
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(reason, message)
         self.reason = reason
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message if self.message.startswith(self.reason) else f"{self.reason}: {self.message}"
 
 
 class StoreTimeout(StoreUnavailable):
@@ -46,8 +51,11 @@ class InvalidBatch(ActivityError, ValueError):
     """
 
     def __init__(self, errors: dict[str, object]) -> None:
-        super().__init__(json.dumps(errors))
+        super().__init__(errors)
         self.errors = errors
+
+    def __str__(self) -> str:
+        return json.dumps(self.errors)
 
 
 class DayOutOfRange(ActivityError, ValueError):

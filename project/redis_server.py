@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import redis
@@ -39,10 +40,15 @@ def free_port() -> int:
 
 
 class PrivateRedis:
-    """A throwaway redis-server on a free loopback port; ``stop()`` (or exit) ends it."""
+    """A throwaway redis-server on a free loopback port; ``stop()`` (or exit) ends it.
 
-    def __init__(self, port: int | None = None) -> None:
+    ``args`` are extra redis-server command-line arguments, appended to the command line (for
+    example ``["--replicaof", "127.0.0.1", "6380"]``).
+    """
+
+    def __init__(self, port: int | None = None, args: Sequence[str] = ()) -> None:
         self.port = port or free_port()
+        self.args = list(args)
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.binary = server_binary()
         self._dir = tempfile.TemporaryDirectory(prefix="activity-redis-")
@@ -52,12 +58,18 @@ class PrivateRedis:
         log = Path(self._dir.name) / "redis.log"
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         args += ["--dir", self._dir.name, "--logfile", str(log)]
+        args += self.args
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + wait
-        while not answers(self.url, timeout=0.2):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"private redis-server did not start; see {log}")
-            time.sleep(0.05)
+        try:
+            while not answers(self.url, timeout=0.2):
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"private redis-server did not start; see {log}")
+                time.sleep(0.05)
+        except BaseException:
+            self.process.kill()  # never leave a half-started server behind
+            self.process.wait(timeout=10)
+            raise
         return self
 
     def stop(self) -> None:

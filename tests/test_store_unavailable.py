@@ -1,0 +1,495 @@
+"""Redis answers but cannot serve: each server state in which a real redis-server refuses work.
+
+Every state is produced for real on throwaway servers started here (never the run's main server):
+OOM (maxmemory reached under noeviction), READONLY (a replica), BUSY (a script past the busy
+threshold), MASTERDOWN (a replica cut off from its primary, not serving stale data) and NOREPLICAS
+(min-replicas-to-write not met). In each one the service must answer 503 with Retry-After (the
+throttle cache living on the same server, and again with the throttle cache on a healthy server so
+the views' own Redis calls are reached), /healthz must say Redis is not ok, the tracking middleware
+must fail open, the ingest task must ask for a retry, nothing may be half-written, and everything
+must work again as soon as the state ends.
+
+Replies that need a cluster or a big dataset (LOADING, CLUSTERDOWN, TRYAGAIN) are checked against
+the store's classifier from the raw reply, parsed the way redis-py parses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from celery.exceptions import Retry
+from django.test import Client, override_settings
+from redis._parsers.base import BaseParser
+
+from activity.errors import StoreUnavailable
+from activity.middleware import fail_open
+from activity.store.client import unavailable_reason
+from project.redis_server import PrivateRedis, free_port
+from tasks.ingest import record_events
+from tests.celery_procs import wait_for
+
+pytestmark = [pytest.mark.urls("tests.pages"), pytest.mark.django_db]
+
+EVENTS = "/api/v1/events/"
+REPORT = "/api/v1/reports/most-active/"
+LAST_SEEN = "/api/v1/users/s1/last-seen/"
+
+# Keys of this file's own (the throttle cache, the OOM filler, probes) start with this; the
+# snapshots of the service's keys leave them out.
+OWN = "acttest-state"
+CACHE_PREFIX = OWN
+FILLER = f"{OWN}-filler"
+PROBE = f"{OWN}-probe"
+WRITE_SCRIPT = "redis.call('SET', KEYS[1], ARGV[1]) return 1"
+# A script that writes nothing (so SCRIPT KILL can stop it) and runs until ARGV[1] seconds from now.
+BUSY_SCRIPT = """
+local deadline = tonumber(redis.call('TIME')[1]) + tonumber(ARGV[1])
+while tonumber(redis.call('TIME')[1]) < deadline do end
+return 1
+"""
+BUSY_SECONDS = 10  # far longer than the checks; SCRIPT KILL ends it
+FILL_MARGIN = 256 * 1024  # maxmemory starts this far above used_memory
+FILL_STEP = 1024 * 1024  # each filler write grows it by this much
+
+
+def serving(url: str, cache_url: str | None = None) -> override_settings:
+    """Point the service (and the throttle cache, by default on the same server) at ``url``."""
+    cache = {"BACKEND": "activity.store.cache.RedisCache", "LOCATION": cache_url or url, "KEY_PREFIX": CACHE_PREFIX}
+    return override_settings(REDIS_URL=url, CACHES={"default": cache})
+
+
+def plain(url: str, **options) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, **options)
+
+
+def snapshot(raw: redis.Redis) -> dict[bytes, tuple[bytes | None, bool]]:
+    """Every key of the service on the server: its DUMP and whether it has a TTL.
+
+    Not the expiry time itself: under OOM a non-transactional pipeline's EXPIRE (not a "denyoom"
+    command) is still let in while the write beside it is refused, which moves a TTL, harmlessly.
+    """
+    return {
+        key: (raw.dump(key), raw.pexpiretime(key) > 0)
+        for key in raw.scan_iter(count=1000)
+        if not key.startswith(OWN.encode())
+    }
+
+
+def refusal(call) -> redis.RedisError:
+    """The error ``call`` raises (it must raise one)."""
+    with pytest.raises(redis.RedisError) as raised:
+        call()
+    return raised.value
+
+
+# --- the states -------------------------------------------------------------------------------
+
+
+class State:
+    """One server state. ``url`` is where the service points, ``raw`` a plain client to it.
+
+    ``enter``/``leave`` put the server in and out of the state; ``close`` cleans up whatever
+    happened (stops extra servers, restores configuration). ``codes`` are the reply codes the
+    state answers; ``refused`` is a raw call the state refuses with ``code``. ``serves_reads``:
+    plain reads still work (so a read-only endpoint may find nothing rather than fail).
+    """
+
+    code: str
+    codes: frozenset[str]
+    serves_reads: bool
+
+    def __init__(self, primary: PrivateRedis) -> None:
+        self.primary = primary
+        self.url = primary.url
+        self.raw = plain(self.url)
+
+    def seeded(self) -> None:
+        """Called after the service wrote its seed data at ``seed_url``."""
+
+    @property
+    def seed_url(self) -> str:
+        return self.url
+
+    def enter(self) -> None:
+        raise NotImplementedError
+
+    def leave(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def refused(self) -> redis.RedisError:
+        return refusal(lambda: self.raw.set(PROBE, "1"))
+
+
+class OutOfMemory(State):
+    code, codes, serves_reads = "OOM", frozenset({"OOM"}), True
+
+    def enter(self) -> None:
+        self.raw.config_set("maxmemory-policy", "noeviction")
+        self.raw.config_set("maxmemory", int(self.raw.info("memory")["used_memory"]) + FILL_MARGIN)
+
+        # SETRANGE past the end grows the filler by FILL_STEP with a tiny request, so the last write
+        # that is let in ends well above maxmemory (an APPEND of a big chunk would be refused while
+        # its own request buffer counts, leaving the server just below the limit, where a client
+        # disconnecting frees enough for small writes to pass again).
+        def full() -> bool:
+            try:
+                self.raw.setrange(FILLER, self.raw.strlen(FILLER) + FILL_STEP, b"x")
+            except redis.OutOfMemoryError:
+                return True
+            return False
+
+        wait_for(full, timeout=5, what="a write answering OOM")
+
+    def leave(self) -> None:
+        self.raw.config_set("maxmemory", 0)
+        self.raw.delete(FILLER)
+
+    def close(self) -> None:
+        self.leave()
+
+
+class ReadOnlyReplica(State):
+    """A replica of the primary; the service points at the replica. Leaving = promoting it."""
+
+    code, codes, serves_reads = "READONLY", frozenset({"READONLY"}), True
+
+    def __init__(self, primary: PrivateRedis) -> None:
+        super().__init__(primary)
+        self.replica = PrivateRedis(args=["--replicaof", "127.0.0.1", str(primary.port)]).start()
+        self.url = self.replica.url
+        self.raw = plain(self.url)
+
+    @property
+    def seed_url(self) -> str:
+        return self.primary.url
+
+    def seeded(self) -> None:
+        # The seed has reached the replica once it acknowledges everything written so far.
+        assert plain(self.primary.url).execute_command("WAIT", 1, 5000) == 1
+
+    def enter(self) -> None:
+        wait_for(lambda: self.raw.info("replication")["master_link_status"] == "up", timeout=5, what="replica link up")
+
+    def leave(self) -> None:
+        self.raw.replicaof("NO", "ONE")
+
+    def close(self) -> None:
+        self.replica.stop()
+
+
+class BusyScript(State):
+    """A long script (no writes) runs on its own connection past a lowered busy threshold."""
+
+    code, codes, serves_reads = "BUSY", frozenset({"BUSY"}), False
+
+    def __init__(self, primary: PrivateRedis) -> None:
+        super().__init__(primary)
+        self.thread: threading.Thread | None = None
+        self.outcome: object = None
+
+    def _run(self) -> None:
+        runner = redis.Redis.from_url(self.url, socket_timeout=None)
+        try:
+            self.outcome = runner.eval(BUSY_SCRIPT, 0, BUSY_SECONDS)
+        except redis.RedisError as error:
+            self.outcome = error
+        finally:
+            runner.close()
+
+    def enter(self) -> None:
+        self.raw.config_set("busy-reply-threshold", 100)
+        self.thread = threading.Thread(target=self._run, name="busy-script", daemon=True)
+        self.thread.start()
+
+        def busy() -> bool:
+            try:
+                self.raw.get(PROBE)
+            except redis.ResponseError as error:
+                return str(error).startswith("BUSY")
+            return False
+
+        wait_for(busy, timeout=5, what="the server answering BUSY")
+
+    def leave(self) -> None:
+        assert self.raw.script_kill()
+        assert self.thread is not None
+        self.thread.join(timeout=5)
+        assert not self.thread.is_alive()
+        assert "Script killed" in str(self.outcome)
+
+    def close(self) -> None:
+        if self.thread is not None and self.thread.is_alive():
+            with contextlib.suppress(redis.ResponseError):  # NOTBUSY: it ended meanwhile
+                self.raw.script_kill()
+            self.thread.join(timeout=BUSY_SECONDS + 5)
+        self.raw.config_set("busy-reply-threshold", 5000)
+
+    def refused(self) -> redis.RedisError:
+        return refusal(lambda: self.raw.get(PROBE))
+
+
+class MasterDown(State):
+    """A server of its own, told to replicate a port where nothing listens, not serving stale data.
+
+    Writes to it answer READONLY, everything else MASTERDOWN. Leaving = REPLICAOF NO ONE.
+    """
+
+    code, codes, serves_reads = "MASTERDOWN", frozenset({"MASTERDOWN", "READONLY"}), False
+
+    def __init__(self, primary: PrivateRedis) -> None:
+        super().__init__(primary)
+        self.server = PrivateRedis(args=["--replica-serve-stale-data", "no"]).start()
+        self.url = self.server.url
+        self.raw = plain(self.url)
+
+    def enter(self) -> None:
+        self.raw.replicaof("127.0.0.1", free_port())
+        assert self.raw.info("replication")["master_link_status"] == "down"
+
+    def leave(self) -> None:
+        self.raw.replicaof("NO", "ONE")
+
+    def close(self) -> None:
+        self.server.stop()
+
+    def refused(self) -> redis.RedisError:
+        return refusal(lambda: self.raw.get(PROBE))
+
+
+class NoReplicas(State):
+    code, codes, serves_reads = "NOREPLICAS", frozenset({"NOREPLICAS"}), True
+
+    def enter(self) -> None:
+        self.raw.config_set("min-replicas-to-write", 1)
+
+    def leave(self) -> None:
+        self.raw.config_set("min-replicas-to-write", 0)
+
+    def close(self) -> None:
+        self.leave()
+
+
+STATES = [OutOfMemory, ReadOnlyReplica, BusyScript, MasterDown, NoReplicas]
+
+
+@pytest.fixture(scope="module")
+def primary() -> Iterator[PrivateRedis]:
+    """The file's own throwaway server (the states' primary), never the run's main server."""
+    server = PrivateRedis().start()
+    try:
+        plain(server.url).config_set("repl-diskless-sync-delay", 0)  # a new replica syncs at once
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def healthy_cache() -> Iterator[PrivateRedis]:
+    """A healthy server for the throttle cache, so requests get past the throttle to the views."""
+    server = PrivateRedis().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fresh_primary(primary: PrivateRedis) -> PrivateRedis:
+    plain(primary.url).flushall()  # all of it is this file's own data
+    return primary
+
+
+# --- the checks -------------------------------------------------------------------------------
+
+
+def post_events(api, now: float):
+    return api.post(EVENTS, {"events": [{"user": "s1", "ts": now, "path": "/pricing"}, {"user": "s2"}]}, format="json")
+
+
+def assert_503(response, what: str) -> None:
+    assert response.status_code == 503, f"{what}: {response.status_code} {response.content[:500]!r}"
+    assert "detail" in response.json(), what
+    assert int(response["Retry-After"]) > 0, what
+
+
+def check_raw_replies(state: State, sha: str) -> None:
+    """What the real server answers (plain command, EVALSHA, both kinds of pipeline), classified."""
+    assert unavailable_reason(state.refused()) == state.code
+    raw = plain(state.url, decode_responses=True)
+    assert unavailable_reason(refusal(lambda: raw.evalsha(sha, 1, PROBE, "1"))) in state.codes
+    for transaction in (False, True):
+        pipe = raw.pipeline(transaction=transaction)
+        pipe.get(PROBE)
+        pipe.evalsha(sha, 1, PROBE, "1")
+        pipe.expire(PROBE, 60)
+        error = refusal(pipe.execute)
+        assert str(error).startswith("Command # "), error  # redis-py's pipeline annotation
+        assert unavailable_reason(error) in state.codes, error
+    raw.close()
+
+
+def check_refused(state: State, staff_api, browser: Client, cache_url: str | None) -> None:
+    now = time.time()
+    with serving(state.url, cache_url):
+        assert_503(post_events(staff_api, now), "POST events")
+        assert_503(staff_api.get(REPORT), "GET most-active report")
+        seen = staff_api.get(LAST_SEEN)
+        allowed = {503, 404} if state.serves_reads else {503}
+        assert seen.status_code in allowed, f"last-seen: {seen.status_code} {seen.content[:500]!r}"
+
+        health = Client().get("/healthz")
+        assert health.status_code == 503, health.content
+        body = health.json()
+        assert body["redis"] != "ok" and body["database"] == "ok", body
+
+        fail_open.reset()
+        page = browser.get("/pricing")  # an exception in the middleware would be raised here
+        assert page.status_code == 200
+        assert fail_open.failures == 1
+
+        # Celery's apply() runs the retries eagerly at once (up to max_retries, then FAILURE), so
+        # one attempt is watched with throw=True: the tracer re-raises the Retry that autoretry_for
+        # raised while handling the store's error. (Retry.exc is Celery's pickled copy of that
+        # error: see test_retry_records_store_unavailable.)
+        with pytest.raises(Retry) as retried:
+            record_events.apply(args=[[{"user": "s1", "ts": now}]], throw=True)
+        cause = retried.value.__context__
+        assert isinstance(cause, StoreUnavailable), repr(cause)
+        assert cause.reason in state.codes, cause
+
+
+def check_recovered(state: State, staff_api) -> None:
+    fail_open.reset()
+    now = time.time()
+    with serving(state.url):
+        response = post_events(staff_api, now)
+        assert response.status_code == 202, response.content
+        assert response.json()["accepted"] == 2
+        health = Client().get("/healthz")
+        assert health.status_code == 200, health.content
+        seen = staff_api.get(LAST_SEEN)
+        assert seen.status_code == 200, seen.content
+        assert seen.json()["ts"] == pytest.approx(now, abs=0.01)
+
+
+@pytest.mark.parametrize("state_class", STATES, ids=[state.code for state in STATES])
+def test_server_state_is_503_fails_open_retries_writes_nothing_and_recovers(
+    state_class, fresh_primary, healthy_cache, staff_api, member
+):
+    assert issubclass(StoreUnavailable, tuple(record_events.autoretry_for))
+    browser = Client()
+    browser.force_login(member)
+    state = state_class(fresh_primary)
+    try:
+        with serving(state.seed_url):
+            seed = {"events": [{"user": "seed", "ts": time.time(), "path": "/home"}]}
+            assert staff_api.post(EVENTS, seed, format="json").status_code == 202
+        state.seeded()
+        sha = state.raw.script_load(WRITE_SCRIPT)
+        before = snapshot(state.raw)
+        assert before, "the seed wrote nothing"
+
+        state.enter()
+        check_raw_replies(state, sha)
+        check_refused(state, staff_api, browser, cache_url=None)
+        check_refused(state, staff_api, browser, cache_url=healthy_cache.url)
+        state.leave()
+
+        after = snapshot(state.raw)
+        touched = sorted(key for key in before.keys() | after.keys() if before.get(key) != after.get(key))
+        assert not touched, f"keys created, changed or deleted in the {state.code} state: {touched}"
+        check_recovered(state, staff_api)
+    finally:
+        fail_open.reset()
+        state.close()
+
+
+# --- the replies no single throwaway server gives ----------------------------------------------
+
+SERVER_STATE_REPLIES = [
+    "LOADING Redis is loading the dataset in memory",
+    "CLUSTERDOWN The cluster is down",
+    "CLUSTERDOWN Hash slot not served",
+    "TRYAGAIN Multiple keys request during rehashing of slot",
+    "OOM command not allowed when used memory > 'maxmemory'.",
+    "READONLY You can't write against a read only replica.",
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.",
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+    "NOREPLICAS Not enough good replicas to write.",
+]
+ORDINARY_REPLIES = [
+    "WRONGTYPE Operation against a key holding the wrong kind of value",
+    "ERR syntax error",
+    "ERR value is not an integer or out of range",
+    "NOSCRIPT No matching script. Please use EVAL.",
+    "ERR Error running script (call to f_0123): @user_script:1: user_script:1: Script attempted to access "
+    "nonexistent global variable 'x'",
+]
+EVALSHA = ("EVALSHA", "7243f4897d235fa32c28708179c8b40dac73788d", "2", "act:{u}:last_seen", "act:{u}:dirty", "1.5")
+
+
+def annotated(error: redis.RedisError) -> redis.RedisError:
+    """``error`` as redis-py raises it from a pipeline ("Command # 1 (...) of pipeline caused error: ...")."""
+    redis.Redis().pipeline().annotate_exception(error, 1, EVALSHA)
+    return error
+
+
+@pytest.mark.parametrize("reply", SERVER_STATE_REPLIES)
+def test_server_state_replies_are_unavailable(reply):
+    code = reply.split(" ", 1)[0]
+    assert unavailable_reason(BaseParser.parse_error(reply)) == code
+    error = annotated(BaseParser.parse_error(reply))
+    assert str(error).startswith("Command # 1 (EVALSHA ")
+    assert unavailable_reason(error) == code
+
+
+def test_pipeline_message_alone_is_enough():
+    # As a plain ResponseError with no status code (BUSY has no exception class in redis-py).
+    error = redis.ResponseError(
+        "Command # 1 (EVALSHA 7243f4897d235fa32c28708179c8b40dac73788d 2 a b 1.5) of pipeline caused error: "
+        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+    )
+    assert unavailable_reason(error) == "BUSY"
+
+
+@pytest.mark.parametrize("reply", ORDINARY_REPLIES)
+def test_ordinary_errors_are_not_unavailable(reply):
+    assert unavailable_reason(BaseParser.parse_error(reply)) is None
+    assert unavailable_reason(annotated(BaseParser.parse_error(reply))) is None
+
+
+def test_connection_and_timeout_errors_are_unavailable():
+    assert unavailable_reason(redis.ConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")) == (
+        "connection"
+    )
+    assert unavailable_reason(redis.TimeoutError("Timeout reading from socket")) == "timeout"
+    assert unavailable_reason(BaseParser.parse_error("ERR max number of clients reached")) == "connection"
+    assert unavailable_reason(ValueError("not redis")) is None
+
+
+def test_retry_records_store_unavailable():
+    """What Celery records about a retry (``Retry.exc``: the worker's log, the task_retry signal,
+    the RETRY state in the result backend) is the error only if it survives pickling; otherwise
+    Celery records its nearest pickleable base class. A failure stored by the JSON result backend
+    is rebuilt as ``cls(*args)``."""
+    with override_settings(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"), pytest.raises(Retry) as retried:
+        record_events.apply(args=[[{"user": "s1", "ts": time.time()}]], throw=True)
+    error = retried.value.__context__
+    assert isinstance(error, StoreUnavailable) and error.reason == "connection", repr(error)
+
+    copy = pickle.loads(pickle.dumps(error))
+    assert (type(copy), copy.reason, str(copy)) == (StoreUnavailable, error.reason, str(error))
+    assert isinstance(retried.value.exc, StoreUnavailable), f"Celery records the retry as {retried.value.exc!r}"
+    backend = record_events.backend
+    rebuilt = backend.exception_to_python(backend.prepare_exception(error, serializer="json"))
+    assert (type(rebuilt), str(rebuilt)) == (StoreUnavailable, str(error)), repr(rebuilt)

@@ -2,7 +2,9 @@
 
 Installed by listing ``activity.apps.ActivityAdminConfig`` instead of ``django.contrib.admin``; a
 project with its own ``AdminSite`` subclasses this one instead. Every view goes through
-``admin_view``, so only active staff get in (others are sent to the admin login).
+``admin_view``, so only active staff get in (others are sent to the admin login); among staff, the
+page and its panel need the permission ``activity.view_dashboard`` and the two actions
+``activity.run_jobs`` (403 otherwise), like any other admin page needs its model permission.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 from celery import current_app
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.template.loader import render_to_string
@@ -25,6 +28,13 @@ from activity import charts, conf, dashboard, reports
 from activity.calendar import utc
 
 PANEL_TEMPLATE = "admin/activity/dashboard_panel.html"
+VIEW_PERMISSION = "activity.view_dashboard"
+RUN_PERMISSION = "activity.run_jobs"
+
+
+def require(request: HttpRequest, permission: str) -> None:
+    if not request.user.has_perm(permission):
+        raise PermissionDenied(f"The activity dashboard needs the permission {permission}.")
 
 
 class RebuildReportForm(forms.Form):
@@ -65,7 +75,7 @@ class ActivityAdminSite(admin.AdminSite):
     def get_app_list(self, request: HttpRequest, app_label: str | None = None) -> list[dict[str, Any]]:
         """The admin's app list with the dashboard as the first entry of the Activity app."""
         app_list = super().get_app_list(request, app_label)
-        if app_label not in (None, "activity"):
+        if app_label not in (None, "activity") or not request.user.has_perm(VIEW_PERMISSION):
             return app_list
         url = reverse(f"{self.name}:activity-dashboard")
         entry = {"name": "Activity dashboard", "object_name": "Dashboard", "admin_url": url, "view_only": True}
@@ -79,12 +89,14 @@ class ActivityAdminSite(admin.AdminSite):
         return app_list
 
     def dashboard_view(self, request: HttpRequest) -> TemplateResponse:
+        require(request, VIEW_PERMISSION)
         context = {
             **self.each_context(request),
             **panel_context(),
             "title": "Activity dashboard",
             "refresh_ms": int(conf.settings.DASHBOARD_REFRESH * 1000),
             "rebuild_form": RebuildReportForm(initial={"report": "most-active", "period": "day"}),
+            "can_run_jobs": request.user.has_perm(RUN_PERMISSION),
         }
         return TemplateResponse(request, "admin/activity/dashboard.html", context)
 
@@ -94,6 +106,7 @@ class ActivityAdminSite(admin.AdminSite):
         JSON rather than an HTML page, so the middleware counts the poll as activity of the
         staff user but not as a page view of their navigation session.
         """
+        require(request, VIEW_PERMISSION)
         return JsonResponse({"html": render_to_string(PANEL_TEMPLATE, panel_context(), request)})
 
     @staticmethod
@@ -108,11 +121,13 @@ class ActivityAdminSite(admin.AdminSite):
 
     @method_decorator(require_POST)
     def flush_view(self, request: HttpRequest) -> HttpResponse:
+        require(request, RUN_PERMISSION)
         self.queue(request, "activity.flush", "Flush of last-seen changes to the database")
         return redirect(f"{self.name}:activity-dashboard")
 
     @method_decorator(require_POST)
     def rebuild_view(self, request: HttpRequest) -> HttpResponse:
+        require(request, RUN_PERMISSION)
         form = RebuildReportForm(request.POST)
         if form.is_valid():
             name, period = form.cleaned_data["report"], form.cleaned_data["period"]

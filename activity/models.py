@@ -38,7 +38,11 @@ class UserActivity(models.Model):
         indexes = [
             models.Index(fields=["account"], condition=models.Q(account__isnull=False), name="activity_account_idx")
         ]
-        permissions = [("ingest_events", "Can send activity events to the ingest API")]
+        permissions = [
+            ("ingest_events", "Can send activity events to the ingest API"),
+            ("view_dashboard", "Can view the activity dashboard"),
+            ("run_jobs", "Can queue activity jobs (flush, report rebuild) from the dashboard"),
+        ]
 
     def __str__(self) -> str:
         return self.user_id

@@ -87,6 +87,34 @@ def test_anonymous_and_non_staff_are_sent_to_login_and_nothing_is_queued(member,
 
 
 @pytest.mark.django_db
+def test_staff_without_the_dashboard_permissions_are_refused_and_nothing_is_queued(redis_client):
+    from django.contrib.auth.models import Permission
+
+    staff = get_user_model().objects.create_user("plainstaff", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+    for url, method in ((DASHBOARD, "get"), (PANEL, "get"), (FLUSH, "post"), (REBUILD, "post")):
+        assert getattr(client, method)(url).status_code == 403, url
+    assert f'href="{DASHBOARD}"' not in client.get(reverse("admin:index")).content.decode()
+
+    staff.user_permissions.add(Permission.objects.get(codename="view_dashboard"))
+    staff = get_user_model().objects.get(pk=staff.pk)  # a fresh permission cache
+    client.force_login(staff)
+    page = client.get(DASHBOARD)
+    assert page.status_code == 200 and client.get(PANEL).status_code == 200
+    assert "activity-flush-now" not in page.content.decode()  # no buttons it may not press
+    assert client.post(FLUSH).status_code == 403 and client.post(REBUILD).status_code == 403
+    assert queued(redis_client) == 0
+
+    staff.user_permissions.add(Permission.objects.get(codename="run_jobs"))
+    client.force_login(get_user_model().objects.get(pk=staff.pk))
+    assert "activity-flush-now" in client.get(DASHBOARD).content.decode()
+    assert client.post(FLUSH).status_code == 302
+    assert queued(redis_client) == 1
+    redis_client.delete(settings.CELERY_TASK_DEFAULT_QUEUE)  # this run's own queue: no worker takes it
+
+
+@pytest.mark.django_db
 def test_actions_only_accept_post(admin_client, redis_client):
     assert admin_client.get(FLUSH).status_code == 405
     assert admin_client.get(REBUILD).status_code == 405

@@ -58,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_SESSION_EXCLUDE_PATHS": ("/admin/jsi18n/",),
     # Days the per-day page-view statistics are kept after their last write (week ones 7 more).
     "ACTIVITY_PAGE_STATS_DAYS": 8,
+    # Distinct paths kept per day in the top-paths statistics (the most viewed survive).
+    "ACTIVITY_PAGE_STATS_MAX_PATHS": 10000,
     # Cached reports: stale copy kept this long past the TTL, rows of ranked reports, bounded wait
     # for another client's rebuild, and the beat refresh of reports read in the last READ_WINDOW.
     "ACTIVITY_REPORT_STALE": 30,

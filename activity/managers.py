@@ -82,7 +82,7 @@ def _account_candidates(user_ids: Sequence[str]) -> list[object | None]:
                 pk_field.run_validators(value)
             except (ValidationError, ValueError, TypeError):
                 return None
-            return value if str(value) == user_id else None
+            return pk_field.get_db_prep_value(value, connection) if str(value) == user_id else None
 
     return [candidate(user_id) for user_id in user_ids]
 

@@ -1,9 +1,11 @@
 """Tracking middleware: records the signed-in user's last seen (and, for pages, i.e. GET answering
 2xx with HTML, a page view of their navigation session), or an anonymous visit, in one round trip.
 
-Anonymous browsers get a random first-party visitor id cookie (128 bits from ``secrets``; never
-derived from the IP), unless ``ACTIVITY_VISITOR_COOKIES`` is off or the ``ACTIVITY_VISITOR_CONSENT``
-callable says no for the request. Anonymous visitors count as visitors, never as users.
+Anonymous browsers get a random first-party visitor id cookie (128 bits from ``secrets``, signed
+with ``SECRET_KEY``; never derived from the IP), unless ``ACTIVITY_VISITOR_COOKIES`` is off or the
+``ACTIVITY_VISITOR_CONSENT`` callable says no for the request. A visit counts only once the browser
+sends the cookie back: bots, curl and uptime probes never do, so they cost no Redis call and never
+enter the permanent first-visit store. Anonymous visitors count as visitors, never as users.
 
 It fails open: when Redis cannot serve (unreachable, timing out, or refusing work: OOM, READONLY,
 BUSY, ...) the page is still served, the failure is logged and
@@ -21,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from django.core.signing import BadSignature, Signer
 from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
@@ -79,12 +82,13 @@ def tracked_user(request: HttpRequest, response: HttpResponse) -> str | None:
     if user is None or not user.is_authenticated or not is_tracked(request, response):
         return None
     try:
-        return clean_user(user.pk)
+        return clean_user(str(user.pk))  # any pk type (int, UUID, ...), as the flush parses it back
     except InvalidValue:
         return None
 
 
 VISITOR_ID_RE = re.compile(r"[0-9a-f]{32}")
+VISITOR_SIGNER_SALT = "activity.visitor"
 
 
 @functools.cache
@@ -100,10 +104,23 @@ def visitor_cookies_allowed(request: HttpRequest) -> bool:
     return not path or bool(_consent_callable(path)(request))
 
 
-def tracked_visitor(request: HttpRequest, response: HttpResponse) -> str | None:
-    """An anonymous request's visitor id (32 hex digits), setting the cookie on a first visit.
+def visitor_from_cookie(value: str) -> str | None:
+    """The visitor id a cookie carries, or None unless we minted it (signature checked, so a client
+    cannot invent ids to fill the first-visit store)."""
+    try:
+        visitor = Signer(salt=VISITOR_SIGNER_SALT).unsign(value)
+    except BadSignature:
+        return None
+    return visitor if VISITOR_ID_RE.fullmatch(visitor) else None
 
-    None for signed-in users (they keep their user id), untracked requests and when consent is off.
+
+def tracked_visitor(request: HttpRequest, response: HttpResponse) -> str | None:
+    """An anonymous request's visitor id (32 hex digits), once its browser sent the cookie back.
+
+    A request without a valid cookie gets a new one and records nothing: a client that never
+    returns cookies (a bot, curl, an uptime probe) would otherwise be a new visitor, and a permanent
+    first-visit entry, on every request. None also for signed-in users (they keep their user id),
+    untracked requests and when consent is off.
     """
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
@@ -111,12 +128,11 @@ def tracked_visitor(request: HttpRequest, response: HttpResponse) -> str | None:
     if not is_tracked(request, response) or not visitor_cookies_allowed(request):
         return None
     name = conf.settings.VISITOR_COOKIE_NAME
-    visitor = request.COOKIES.get(name, "")
-    if not VISITOR_ID_RE.fullmatch(visitor):
-        visitor = secrets.token_hex(16)
+    visitor = visitor_from_cookie(request.COOKIES.get(name, ""))
+    if visitor is None:
         response.set_cookie(
             name,
-            visitor,
+            Signer(salt=VISITOR_SIGNER_SALT).sign(secrets.token_hex(16)),
             max_age=conf.settings.VISITOR_COOKIE_AGE,
             secure=conf.settings.VISITOR_COOKIE_SECURE,
             httponly=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from activity import conf
+from activity import clock, conf
 from activity.store import sweep as store
 from activity.store.client import get_client
 
@@ -24,10 +24,11 @@ def sweep(count: int = 200) -> SweepResult:
     """SCAN the service's prefix ``count`` keys per step; give a TTL to (or delete) keys without one.
 
     Only keys under ``ACTIVITY_KEY_PREFIX`` are looked at; the documented long-lived keys are left
-    alone. Each repaired key is logged by name, so a stray is easy to trace to its writer.
+    alone, and every other key gets what its family's writers give it (``activity/store/keys.py``).
+    Each repaired key is logged by name, so a stray is easy to trace to its writer.
     """
     scanned = long_lived = repaired = deleted = 0
-    for step in store.sweep(get_client(), count, conf.settings.SWEEP_DEFAULT_TTL):
+    for step in store.sweep(get_client(), count, conf.settings.SWEEP_DEFAULT_TTL, clock.now()):
         scanned += step.scanned
         long_lived += step.long_lived
         repaired += len(step.repaired)

@@ -1,6 +1,9 @@
 -- Record a batch of page views: append each to its user's navigation session (RPUSH, LTRIM to the
 -- newest N, PEXPIRE to the session window) and count views, sessions started, paths and viewers.
 -- A view whose RPUSH answers 1 began a new list, so it began a new session.
+-- The day's paths keep the most viewed: when a new path takes the set past the cap plus the slack,
+-- the fewest viewed are removed down to the cap. A trim removes at most slack + 1 members, once per
+-- slack + 1 new paths, so the cost stays amortized O(log N) per view.
 --
 -- KEYS     9 per view, in this order:
 --          1 the user's session list            2 the user's views that day (string)
@@ -12,21 +15,27 @@
 -- ARGV[2]  pages kept per session (N >= 1)
 -- ARGV[3]  TTL of the per-day keys, seconds
 -- ARGV[4]  TTL of the per-week keys and display names, seconds
--- ARGV[5..] 4 per view: user id, entry (JSON: path and ts), path, username ('' when unknown: the
+-- ARGV[5]  paths kept per day (cap >= 1)
+-- ARGV[6]  slack: new paths let in past the cap before a trim (>= 0)
+-- ARGV[7..] 4 per view: user id, entry (JSON: path and ts), path, username ('' when unknown: the
 --          user id stands in until a username is known, and never replaces one)
 -- Returns  the number of views that started a new session.
-if #ARGV < 4 or (#ARGV - 4) % 4 ~= 0 or #KEYS ~= 9 * ((#ARGV - 4) / 4) then
-  return redis.error_reply('session_record: expected 4 arguments, then 4 arguments and 9 keys per view')
+if #ARGV < 6 or (#ARGV - 6) % 4 ~= 0 or #KEYS ~= 9 * ((#ARGV - 6) / 4) then
+  return redis.error_reply('session_record: expected 6 arguments, then 4 arguments and 9 keys per view')
 end
 local window, keep = tonumber(ARGV[1]), tonumber(ARGV[2])
 local day_ttl, week_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
+local max_paths, slack = tonumber(ARGV[5]), tonumber(ARGV[6])
 if window == nil or window < 1 or keep == nil or keep < 1 or day_ttl == nil or week_ttl == nil then
   return redis.error_reply('session_record: window, pages kept and TTLs must be positive numbers')
 end
+if max_paths == nil or max_paths < 1 or slack == nil or slack < 0 then
+  return redis.error_reply('session_record: paths kept must be >= 1 and slack >= 0')
+end
 
 local started = 0
-for view = 0, (#ARGV - 4) / 4 - 1 do
-  local k, a = 9 * view, 4 + 4 * view
+for view = 0, (#ARGV - 6) / 4 - 1 do
+  local k, a = 9 * view, 6 + 4 * view
   local user, entry, path, name = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
 
   if redis.call('RPUSH', KEYS[k + 1], entry) == 1 then
@@ -50,7 +59,10 @@ for view = 0, (#ARGV - 4) / 4 - 1 do
 
   redis.call('INCR', KEYS[k + 6])
   redis.call('EXPIRE', KEYS[k + 6], day_ttl)
-  redis.call('ZINCRBY', KEYS[k + 7], 1, path)
+  if tonumber(redis.call('ZINCRBY', KEYS[k + 7], 1, path)) == 1
+      and redis.call('ZCARD', KEYS[k + 7]) > max_paths + slack then
+    redis.call('ZREMRANGEBYRANK', KEYS[k + 7], 0, -max_paths - 1)
+  end
   redis.call('EXPIRE', KEYS[k + 7], day_ttl)
   redis.call('SADD', KEYS[k + 8], user)
   redis.call('EXPIRE', KEYS[k + 8], day_ttl)

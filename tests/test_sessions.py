@@ -14,12 +14,13 @@ from django.http import HttpResponse, JsonResponse
 from django.test import Client, override_settings
 from django.urls import path
 
-from activity import clock, conf, services
+from activity import calendar, clock, conf, services
 from activity.events import Event
 from activity.store import keys
 from activity.store.scripts import Pipeline
-from activity.store.sessions import SESSION_RECORD
+from activity.store.sessions import SESSION_RECORD, paths_slack
 from tasks.ingest import record_events as record_events_task
+from tests.redis_counts import CommandDelta
 from tests.redis_probe import probe
 
 
@@ -157,9 +158,35 @@ def test_counters_match_a_concurrent_burst_exactly(redis_client):
     assert_every_key_has_a_ttl(redis_client)
 
 
+# A counts test, not a latency one: a generous socket timeout so a loaded shared machine does not
+# turn a slow 1,000-view script call into a StoreTimeout.
+@override_settings(ACTIVITY_SESSION_KEEP_QUERY=True, ACTIVITY_REDIS_TIMEOUT=10.0)
+def test_distinct_paths_per_day_stay_capped_and_the_most_viewed_survive(redis_client):
+    cap = conf.settings.PAGE_STATS_MAX_PATHS
+    slack = paths_slack(cap)
+    popular = {f"/popular/{n}": n % 5 + 1 for n in range(50)}  # views per batch, from the first batch
+    distinct = (f"/search?q={n}" for n in range(100_000))  # a catch-all route with kept query strings
+    sizes = []
+    with CommandDelta(redis_client) as delta:
+        for batch in range(100):
+            pages = [next(distinct) for _ in range(1000)]
+            pages += [path for path, weight in popular.items() for _ in range(weight)]
+            pages += ["/late-hit"] * 20 * (batch >= 90)  # popular only in the last ten batches
+            services.record_events([view(f"u{i % 20}", page) for i, page in enumerate(pages)])
+            sizes.append(redis_client.zcard(keys.path_views(calendar.day_name(today()))))
+    assert max(sizes) <= cap + slack
+    assert sizes[-1] >= cap
+    # Each trim removes at most slack + 1 paths, once per slack + 1 new ones: bounded per call.
+    assert delta.calls["zremrangebyrank"] <= 100_000 // (slack + 1)
+    expected = {path: 100 * weight for path, weight in popular.items()} | {"/late-hit": 200}
+    assert dict(services.top_paths(today(), 51)) == expected
+    assert services.page_views(today()) == 100_000 + sum(expected.values())
+    assert_every_key_has_a_ttl(redis_client)
+
+
 def test_the_script_checks_its_argument_counts(redis_client):
     pipe = Pipeline(redis_client)
-    pipe.script(SESSION_RECORD, [keys.session("x")], [60000, 50, 10, 10, "x", "{}", "/"])
+    pipe.script(SESSION_RECORD, [keys.session("x")], [60000, 50, 10, 10, 100, 10, "x", "{}", "/"])
     with pytest.raises(redis.ResponseError, match="9 keys per view"):
         pipe.execute()
     assert redis_client.exists(keys.session("x")) == 0

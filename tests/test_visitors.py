@@ -15,16 +15,17 @@ from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from activity import audience, calendar, clock, conf, services
+from activity import audience, calendar, clock, conf, middleware, services
 from activity.errors import DayOutOfRange
 from activity.events import Event
 from activity.models import DailyRollup
 from activity.store import daily, keys
 from activity.store import visitors as store
 from activity.store.client import get_client
-from activity.store.scripts import Pipeline
+from activity.store.scripts import LUA_DIR, Pipeline
 from tasks.rollup import rollup_day as rollup_task
 from tasks.schedule import rollup as rollup_schedule
+from tests.redis_counts import CommandDelta
 
 NOON = datetime(2026, 11, 23, 12, tzinfo=UTC).timestamp()
 DAY = 86400
@@ -72,7 +73,10 @@ def commandstats(client) -> dict[str, int]:
 
 @pytest.fixture
 def round_trips(redis_client, monkeypatch):
-    """Counts requests written to the store's connections (a pipeline is one write)."""
+    """Counts requests written to the store's connections (a pipeline is one write). Every script is
+    loaded first, so a test run alone counts no NOSCRIPT recovery."""
+    for script in LUA_DIR.glob("*.lua"):
+        redis_client.script_load(script.read_bytes())
     sent = {"n": 0}
     cls = redis_client.connection_pool.connection_class
     original = cls.send_packed_command
@@ -248,22 +252,57 @@ def test_rollup_beat_runs_after_midnight_utc_and_expires():
 # --- middleware: the visitor cookie and one round trip ------------------------------------------
 
 
+def first_visit_store(client) -> tuple[int, int, int]:
+    """(hashes, fields, bytes by MEMORY USAGE) of the permanent first-visit store."""
+    found = list(client.scan_iter(match=f"{keys.prefix()}{{vis:*}}:seen:*", count=1000))
+    return len(found), sum(client.hlen(key) for key in found), sum(client.memory_usage(key) for key in found)
+
+
 @pytest.mark.django_db
-def test_anonymous_visitor_gets_a_secure_random_cookie_once(at, redis_client, round_trips):
+def test_anonymous_visitor_gets_a_secure_signed_cookie_and_counts_once_it_comes_back(at, redis_client, round_trips):
     browser = Client(REMOTE_ADDR="203.0.113.9")
     first = browser.get("/admin/login/")
     cookie = first.cookies[conf.settings.VISITOR_COOKIE_NAME]
-    assert re.fullmatch(r"[0-9a-f]{32}", cookie.value)
+    visitor = middleware.visitor_from_cookie(cookie.value)
+    assert visitor is not None and re.fullmatch(r"[0-9a-f]{32}", visitor)
     assert cookie["secure"] is True and cookie["httponly"] is True and cookie["samesite"] == "Lax"
     assert int(cookie["max-age"]) == conf.settings.VISITOR_COOKIE_AGE
-    assert round_trips["n"] == 1
-    again = browser.get("/admin/login/")
-    assert conf.settings.VISITOR_COOKIE_NAME not in again.cookies
+    assert round_trips["n"] == 0  # nothing recorded until the browser sends the cookie back
+    for _ in range(3):
+        again = browser.get("/admin/login/")
+        assert conf.settings.VISITOR_COOKIE_NAME not in again.cookies
+    assert round_trips["n"] == 3  # then one round trip per tracked request
     other = Client(REMOTE_ADDR="203.0.113.9").get("/admin/login/")
-    assert other.cookies[conf.settings.VISITOR_COOKIE_NAME].value != cookie.value  # never from the IP
+    assert middleware.visitor_from_cookie(other.cookies[conf.settings.VISITOR_COOKIE_NAME].value) != visitor
     figures = audience.stats()
-    assert (figures.new_visitors_day, figures.unique_visitors_day, figures.online) == (2, 2, 0)
+    assert (figures.new_visitors_day, figures.unique_visitors_day, figures.online) == (1, 1, 0)
+    assert first_visit_store(redis_client)[:2] == (1, 1)
     assert redis_client.zcard(keys.last_seen()) == 0
+
+
+@pytest.mark.django_db
+def test_cookieless_and_forged_cookie_requests_add_nothing_and_count_no_visitor(at, redis_client):
+    name = conf.settings.VISITOR_COOKIE_NAME
+    probe = Client()
+    before = first_visit_store(redis_client)
+    with CommandDelta(redis_client) as delta:
+        for n in range(300):
+            probe.cookies.clear()  # a bot, curl or uptime probe: never sends the cookie back
+            if n % 3 == 1:
+                probe.cookies[name] = secrets.token_hex(16)  # an id we never minted
+            elif n % 3 == 2:
+                probe.cookies[name] = f"{secrets.token_hex(16)}:forged-signature"
+            response = probe.get("/admin/login/")
+            assert middleware.visitor_from_cookie(response.cookies[name].value) is not None  # a fresh one
+    assert delta.calls == {}  # not one Redis command
+    assert first_visit_store(redis_client) == before == (0, 0, 0)  # keys, fields, bytes
+    browser = Client()
+    for _ in range(3):
+        browser.get("/admin/login/")
+    hashes, fields, _ = first_visit_store(redis_client)
+    assert (hashes, fields) == (1, 1)
+    figures = audience.stats()
+    assert (figures.new_visitors_day, figures.unique_visitors_day) == (1, 1)
 
 
 def no_consent(request) -> bool:

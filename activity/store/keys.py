@@ -1,70 +1,105 @@
-"""Every Redis key the service uses is built here.
+"""Every Redis key the service uses is built here, and each builder declares its key family.
 
 Keys start with ``ACTIVITY_KEY_PREFIX``. Keys that one Lua script or one MULTI touches together
 share a Redis Cluster hash tag (``{...}``) so the service runs unchanged on a Cluster.
+
+A family is one kind of key: its pattern, its Redis type and how long its keys live (long-lived,
+a fixed TTL, a retention counted from the day in the key's name, or deleted when found without a
+TTL). The declaration sits on the builder (``@family``) and the sweep reads the same declarations
+(``stray_ttl``), so a key cannot be built without saying how long it lives, and the sweep never
+gives a key a TTL its writers would not (``tests/test_sweep.py`` holds both to it).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TypeVar
+
 from activity import conf
+from activity.calendar import DAY_SECONDS
+from activity.store.daily import KEEP_DAYS, day_ttl
+
+# --- families: what each kind of key is and how long it lives ----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Lifetime:
+    """How long a family's keys live: what the writers give them, and so what the sweep restores.
+
+    ``stray_ttl(fields, now)`` is the TTL in seconds for a key found without one (0: delete it;
+    None: leave it alone), ``fields`` being the values of the key's pattern placeholders.
+    """
+
+    kind: str  # "long-lived", "ttl", "day" or "delete"
+    stray_ttl: Callable[[Mapping[str, str], float], int | None]
+
+
+# One of the short documented list of keys that live without a TTL: never touched.
+LONG_LIVED = Lifetime("long-lived", lambda fields, now: None)
+# Every key of the family is written with a TTL; one found without is broken or a leftover.
+DELETE = Lifetime("delete", lambda fields, now: 0)
+
+
+def fixed(seconds: Callable[[], int]) -> Lifetime:
+    """Every write gives the key ``seconds()`` (read at sweep time, so settings apply)."""
+    return Lifetime("ttl", lambda fields, now: seconds())
+
+
+def _day_retention(fields: Mapping[str, str], now: float) -> int:
+    """A key of day D lives until D's end + ``KEEP_DAYS``, as ``activity.store.daily`` writes it; one
+    whose day is out of retention is deleted (no writer renews it), one whose name holds no day
+    gets the longest TTL a writer gives."""
+    try:
+        day = datetime.strptime(fields["day"], "%Y%m%d").date()
+    except ValueError:
+        return (KEEP_DAYS + 1) * DAY_SECONDS
+    return max(day_ttl(day, now), 0)
+
+
+PER_DAY = Lifetime("day", _day_retention)
+
+_PLACEHOLDER = re.compile(r"<(\w+)>")
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """One kind of key. ``pattern`` is the key after the prefix, ``<name>`` standing for the
+    builder's parameter ``name``; ``redis_type`` is what TYPE answers for it."""
+
+    pattern: str
+    redis_type: str
+    lifetime: Lifetime
+    builder: Callable[..., str] | None
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        parts = _PLACEHOLDER.split(self.pattern)  # literal, name, literal, name, ..., literal
+        source = "".join(re.escape(part) if i % 2 == 0 else f"(?P<{part}>.+)" for i, part in enumerate(parts))
+        object.__setattr__(self, "regex", re.compile(source))
+        if self.lifetime.kind == "day" and "<day>" not in self.pattern:
+            raise ValueError(f"{self.pattern}: a per-day family needs <day> in its pattern")
+
+
+FAMILIES: list[Family] = []
+
+Builder = TypeVar("Builder", bound=Callable[..., str])
+
+
+def family(pattern: str, redis_type: str, lifetime: Lifetime) -> Callable[[Builder], Builder]:
+    """Declare the family of the keys the decorated builder makes."""
+
+    def register(builder: Builder) -> Builder:
+        FAMILIES.append(Family(pattern, redis_type, lifetime, builder))
+        return builder
+
+    return register
 
 
 def prefix() -> str:
     return conf.settings.KEY_PREFIX
-
-
-# --- last seen: one sorted set plus the "changed since last flush" index, all tagged {ls} ------
-
-
-def last_seen() -> str:
-    """Sorted set: member = user id, score = last-seen epoch seconds. Long-lived."""
-    return f"{prefix()}{{ls}}:seen"
-
-
-def last_seen_dirty() -> str:
-    """Sorted set: users whose last seen changed since the last flush, score = first change time."""
-    return f"{prefix()}{{ls}}:dirty"
-
-
-def last_seen_claimed() -> str:
-    """Sorted set: users claimed by a running flush, score = claim time (reliable-queue pattern)."""
-    return f"{prefix()}{{ls}}:claimed"
-
-
-def lock(name: str) -> str:
-    """String: a lock (SET NX PX with a random token). Always has a TTL. Tagged with its name, so
-    the lock and its announcement list share a Cluster slot."""
-    return f"{prefix()}lock:{{{name}}}"
-
-
-def lock_signal(name: str) -> str:
-    """List: the lock's release announcements, which waiters BLPOP on (TTL: the lock's)."""
-    return f"{lock(name)}:signal"
-
-
-def health() -> str:
-    """String: the health check's write probe (TTL: a few seconds)."""
-    return f"{prefix()}health"
-
-
-# --- what the sweep job may find without a TTL ------------------------------------------------
-
-
-def long_lived() -> frozenset[str]:
-    """The short list of keys that live without a TTL on purpose; the sweep never touches them."""
-    return frozenset({last_seen(), last_seen_dirty(), last_seen_claimed()})
-
-
-# Key families (the part after the prefix a key starts with) and the TTL in seconds the sweep gives
-# one found without a TTL; 0 means delete it (a lock with no TTL would block its job forever).
-# Keys of no listed family get ``ACTIVITY_SWEEP_DEFAULT_TTL``.
-SWEEP_TTL_BY_FAMILY: dict[str, int] = {
-    "lock:": 0,
-    "cache:": 300,
-    # Group views and their indexes always have a TTL; one without is a rogue partial view
-    # (the TTL guard can leave one). Deleting is safe: the next read rebuilds it.
-    "{grp}:": 0,
-}
 
 
 def sweep_pattern() -> str:
@@ -73,12 +108,91 @@ def sweep_pattern() -> str:
     return f"{escaped}*"
 
 
-def stray_ttl(key: str, default: int) -> int | None:
-    """TTL in seconds the sweep gives ``key`` when it has none (0: delete); None: leave it alone."""
-    if key in long_lived():
+def family_of(key: str) -> tuple[Family, dict[str, str]] | None:
+    """The family ``key`` belongs to and the values of its pattern's placeholders; None when it is
+    not under the prefix or matches no family."""
+    own = prefix()
+    if not key.startswith(own):
         return None
-    rest = key[len(prefix()) :]
-    return next((ttl for family, ttl in SWEEP_TTL_BY_FAMILY.items() if rest.startswith(family)), default)
+    rest = key[len(own) :]
+    for candidate in FAMILIES:
+        match = candidate.regex.fullmatch(rest)
+        if match:
+            return candidate, match.groupdict()
+    return None
+
+
+def stray_ttl(key: str, now: float, default: int) -> int | None:
+    """TTL in seconds the sweep gives ``key`` found without one (0: delete); None: leave it alone.
+    A key of ours that matches no family gets ``default``."""
+    found = family_of(key)
+    if found is None:
+        return default
+    declared, fields = found
+    return declared.lifetime.stray_ttl(fields, now)
+
+
+def page_stats_ttl(stats_days: int, weekly: bool = False) -> int:
+    """Seconds a per-day page statistic (``weekly``: per-week ones and display names) lives after
+    its last write: the writers' TTL (``lua/session_record.lua``) and the sweep's."""
+    return (stats_days + (7 if weekly else 0)) * DAY_SECONDS
+
+
+def _page_stats(weekly: bool = False) -> Lifetime:
+    return fixed(lambda: page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly))
+
+
+# --- last seen: one sorted set plus the "changed since last flush" index, all tagged {ls} ------
+
+
+@family("{ls}:seen", "zset", LONG_LIVED)
+def last_seen() -> str:
+    """Sorted set: member = user id, score = last-seen epoch seconds. Long-lived."""
+    return f"{prefix()}{{ls}}:seen"
+
+
+@family("{ls}:dirty", "zset", LONG_LIVED)
+def last_seen_dirty() -> str:
+    """Sorted set: users whose last seen changed since the last flush, score = first change time."""
+    return f"{prefix()}{{ls}}:dirty"
+
+
+@family("{ls}:claimed", "zset", LONG_LIVED)
+def last_seen_claimed() -> str:
+    """Sorted set: users claimed by a running flush, score = claim time (reliable-queue pattern)."""
+    return f"{prefix()}{{ls}}:claimed"
+
+
+# A lock without a TTL would block its job forever; an announcement list without one is a leftover.
+@family("lock:{<name>}", "string", DELETE)
+def lock(name: str) -> str:
+    """String: a lock (SET NX PX with a random token). Always has a TTL. Tagged with its name, so
+    the lock and its announcement list share a Cluster slot."""
+    return f"{prefix()}lock:{{{name}}}"
+
+
+@family("lock:{<name>}:signal", "list", DELETE)
+def lock_signal(name: str) -> str:
+    """List: the lock's release announcements, which waiters BLPOP on (TTL: the lock's)."""
+    return f"{lock(name)}:signal"
+
+
+@family("health", "string", DELETE)
+def health() -> str:
+    """String: the health check's write probe (TTL: a few seconds)."""
+    return f"{prefix()}health"
+
+
+# A fixed window's counter is read only during its window; one without a TTL is a leftover.
+@family("rate:<scope>:<ident>:<window>", "string", DELETE)
+def rate_limit(scope: str, ident: str, window: int) -> str:
+    """String counter: requests of client ``ident`` under ``scope`` in fixed window number ``window``
+    (TTL: the window's length, set with the first request)."""
+    return f"{prefix()}rate:{scope}:{ident}:{window}"
+
+
+# Django's cache lives under ``<prefix>cache`` with keys of its own making.
+FAMILIES.append(Family("cache:<key>", "string", fixed(lambda: 300), None))
 
 
 # --- visitors and audience figures ---------------------------------------------------------------
@@ -87,48 +201,58 @@ def stray_ttl(key: str, default: int) -> int | None:
 # several slots while one Lua call still touches one slot: a visitor's partition hash and the
 # counter it increments share the shard's tag. Per-day activity keys that are unioned together
 # (BITOP / PFMERGE / PFCOUNT over a week or month) share one tag per family: {au} and {uv}.
+# Week and month unions are caches: one found without a TTL is deleted and rebuilt on the next read.
 
 
+@family("{vis:<shard>}:seen:<partition>", "hash", LONG_LIVED)
 def visitor_seen(shard: int, partition: int) -> str:
     """Hash: field = 16-byte visitor id, value = day number of the first visit. Long-lived."""
     return f"{prefix()}{{vis:{shard}}}:seen:{partition}"
 
 
+@family("{vis:<shard>}:new:<day>", "string", PER_DAY)
 def new_visitors(shard: int, day: str) -> str:
     """String counter: new visitors on ``day`` (YYYYMMDD) in this shard, until harvested. TTL."""
     return f"{prefix()}{{vis:{shard}}}:new:{day}"
 
 
+@family("{vis:<shard>}:harvested:<day>", "string", PER_DAY)
 def new_visitors_harvested(shard: int, day: str) -> str:
     """String: new visitors of ``day`` harvested from the counter so far (the rollup's input). TTL."""
     return f"{prefix()}{{vis:{shard}}}:harvested:{day}"
 
 
+@family("{uv}:day:<day>", "string", PER_DAY)
 def unique_visitors(day: str) -> str:
     """HyperLogLog: every visitor (user or anonymous) seen on ``day``. TTL."""
     return f"{prefix()}{{uv}}:day:{day}"
 
 
+@family("{uv}:<period>:<first>:<last>", "string", DELETE)
 def unique_visitors_union(period: str, first: str, last: str) -> str:
     """HyperLogLog: PFMERGE of the days ``first``..``last`` (a week or month so far). Short TTL."""
     return f"{prefix()}{{uv}}:{period}:{first}:{last}"
 
 
+@family("{au}:bits:day:<day>", "string", PER_DAY)
 def active_bits(day: str) -> str:
     """Bitmap: bit N set when the user with integer id N was active on ``day``. TTL."""
     return f"{prefix()}{{au}}:bits:day:{day}"
 
 
+@family("{au}:hll:day:<day>", "string", PER_DAY)
 def active_hll(day: str) -> str:
     """HyperLogLog: active users on ``day`` whose ids are not small integers. TTL."""
     return f"{prefix()}{{au}}:hll:day:{day}"
 
 
+@family("{au}:bits:<period>:<first>:<last>", "string", DELETE)
 def active_bits_union(period: str, first: str, last: str) -> str:
     """Bitmap: BITOP OR of the days ``first``..``last``. Short TTL."""
     return f"{prefix()}{{au}}:bits:{period}:{first}:{last}"
 
 
+@family("{au}:hll:<period>:<first>:<last>", "string", DELETE)
 def active_hll_union(period: str, first: str, last: str) -> str:
     """HyperLogLog: PFMERGE of the days ``first``..``last``. Short TTL."""
     return f"{prefix()}{{au}}:hll:{period}:{first}:{last}"
@@ -138,15 +262,20 @@ def active_hll_union(period: str, first: str, last: str) -> str:
 # One tag because one EVALSHA per batch writes every user's session list together with the shared
 # per-day counters, and because the reports' SORT reads the per-user counters and names through
 # BY/GET patterns, which Redis Cluster allows only within the sorted key's slot.
+# Page statistics live PAGE_STATS_DAYS (weekly ones 7 more) after their last write, whatever their
+# day, so the sweep gives one found without a TTL exactly that (per-user counters and viewer sets
+# of either period: the week's, the longer).
 
 PV_TAG = "{pv}"
 
 
+@family("{pv}:session:<user>", "list", fixed(lambda: conf.settings.SESSION_WINDOW))
 def session(user: str) -> str:
     """List: the user's current navigation session, oldest page first (TTL = session window)."""
     return f"{prefix()}{PV_TAG}:session:{user}"
 
 
+@family("{pv}:name:<user>", "string", _page_stats(weekly=True))
 def display_name(user: str) -> str:
     """String: the user's username, or the user id until one is known (TTL: week statistics)."""
     return f"{prefix()}{PV_TAG}:name:{user}"
@@ -157,21 +286,26 @@ def display_name_pattern() -> str:
     return display_name("*")
 
 
+@family("{pv}:started:<day>", "string", _page_stats())
 def sessions_started(day: str) -> str:
     """String counter: sessions started on ``day`` (YYYYMMDD, UTC) (TTL: day statistics)."""
     return f"{prefix()}{PV_TAG}:started:{day}"
 
 
+@family("{pv}:views:<day>", "string", _page_stats())
 def page_views(day: str) -> str:
     """String counter: page views on ``day`` (TTL: day statistics)."""
     return f"{prefix()}{PV_TAG}:views:{day}"
 
 
+@family("{pv}:paths:<day>", "zset", _page_stats())
 def path_views(day: str) -> str:
-    """Sorted set: member = path, score = its page views on ``day`` (TTL: day statistics)."""
+    """Sorted set: member = path, score = its page views on ``day``, the top
+    ``ACTIVITY_PAGE_STATS_MAX_PATHS`` kept (TTL: day statistics)."""
     return f"{prefix()}{PV_TAG}:paths:{day}"
 
 
+@family("{pv}:uv:<period>:<user>", "string", _page_stats(weekly=True))
 def user_views(period: str, user: str) -> str:
     """String counter: one user's page views in ``period`` (``d:YYYYMMDD`` or ``w:YYYYWww``)."""
     return f"{prefix()}{PV_TAG}:uv:{period}:{user}"
@@ -182,25 +316,30 @@ def user_views_pattern(period: str) -> str:
     return user_views(period, "*")
 
 
+@family("{pv}:viewers:<period>", "set", _page_stats(weekly=True))
 def viewers(period: str) -> str:
     """Set: users with at least one page view in ``period`` (TTL: as the period's counters)."""
     return f"{prefix()}{PV_TAG}:viewers:{period}"
 
 
 # --- cached reports: tagged {pv} too, so SORT's source, patterns and STORE share one slot ------
+# A copy found without a TTL is deleted: the next read rebuilds it.
 
 
+@family("{pv}:report:<report_id>:rows", "list", DELETE)
 def report_rows(report_id: str) -> str:
     """List: a report's rows as SORT ... STORE wrote them (TTL = report TTL + stale grace)."""
     return f"{prefix()}{PV_TAG}:report:{report_id}:rows"
 
 
+@family("{pv}:report:<report_id>:meta", "string", DELETE)
 def report_meta(report_id: str) -> str:
     """String: when the report was built (epoch seconds); same TTL as its rows, so it also marks
     a built-but-empty report (SORT ... STORE of nothing stores no list)."""
     return f"{prefix()}{PV_TAG}:report:{report_id}:meta"
 
 
+@family("{pv}:reports:read", "zset", fixed(lambda: conf.settings.REPORT_READ_WINDOW))
 def reports_read() -> str:
     """Sorted set: report = name:period, score = last read time; the refresh job's work list
     (TTL: the read window, renewed by every read)."""
@@ -209,6 +348,8 @@ def reports_read() -> str:
 
 # --- group views: every key tagged {grp}, so one Lua call or MULTI may touch any of them ---------
 # Tagged apart from {ls}: the build reads last seen in its own round trip (see store/groups.py).
+# Every key of the family has a TTL; one without is a rogue partial view (the TTL guard can leave
+# one) or a leftover, and deleting it is safe: the next read rebuilds it.
 
 
 def group_family() -> str:
@@ -216,21 +357,25 @@ def group_family() -> str:
     return f"{prefix()}{{grp}}:*"
 
 
+@family("{grp}:view:<group_id>", "zset", DELETE)
 def group_view(group_id: int) -> str:
     """Sorted set: member = user id, score = last seen (-1 = never seen). TTL GROUP_VIEW_TTL."""
     return f"{prefix()}{{grp}}:view:{group_id}"
 
 
+@family("{grp}:build:<group_id>:<token>", "zset", DELETE)
 def group_view_build(group_id: int, token: str) -> str:
     """Sorted set: a view being built, RENAMEd over the view when complete. Short TTL."""
     return f"{prefix()}{{grp}}:build:{group_id}:{token}"
 
 
+@family("{grp}:epoch:<group_id>", "string", DELETE)
 def group_epoch(group_id: int) -> str:
     """String counter bumped on each membership change, so a build that raced one is discarded."""
     return f"{prefix()}{{grp}}:epoch:{group_id}"
 
 
+@family("{grp}:user:<user>", "set", DELETE)
 def user_groups(user: str) -> str:
     """Set: ids of the groups of ``user`` whose views were built; TTL outlives those views."""
     return f"{prefix()}{{grp}}:user:{user}"

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from activity.calendar import DAY_SECONDS, day_name, day_of, period_name
+from activity import conf
+from activity.calendar import day_name, day_of, period_name
 from activity.store import keys
 from activity.store.client import Client
 from activity.store.scripts import LuaScript, Pipeline
@@ -30,14 +31,27 @@ class SessionPage:
     views: list[tuple[str, float]]  # (path, ts), most recent first
 
 
+def paths_slack(max_paths: int) -> int:
+    """New paths a day's path set takes past ``max_paths`` before the script trims it: a tenth of the
+    cap, so each trim's ZREMRANGEBYRANK is paid for by that many cheap views."""
+    return max(max_paths // 10, 1)
+
+
 def queue_record(pipe: Pipeline, views: Sequence[PageView], window_s: int, max_pages: int, stats_days: int) -> int:
-    """Queue one EVALSHA recording every view of the batch; returns its reply index (sessions started)."""
+    """Queue one EVALSHA recording every view of the batch; returns its reply index (sessions started).
+
+    Each day's path set keeps the ``ACTIVITY_PAGE_STATS_MAX_PATHS`` most viewed (plus at most
+    ``paths_slack`` of it), so a catch-all route or kept query strings cannot grow it without bound.
+    """
+    max_paths = conf.settings.PAGE_STATS_MAX_PATHS
     script_keys: list[str] = []
     args: list[str | int] = [
         int(window_s * 1000),
         int(max_pages),
-        stats_days * DAY_SECONDS,
-        (stats_days + 7) * DAY_SECONDS,
+        keys.page_stats_ttl(stats_days),
+        keys.page_stats_ttl(stats_days, weekly=True),
+        max_paths,
+        paths_slack(max_paths),
     ]
     for view in views:
         when = day_of(view.ts)

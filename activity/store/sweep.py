@@ -1,7 +1,8 @@
 """The sweep's Redis side: SCAN the service's prefix and repair keys found without a TTL.
 
 Which TTL a stray key gets (or whether it is deleted, or left alone as one of the documented
-long-lived keys) is decided by ``keys.stray_ttl``, next to the key builders.
+long-lived keys) is its family's lifetime, declared on its builder in ``keys.py``
+(``keys.stray_ttl``): the same declaration the writers' TTLs are documented by.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ class SweepStep:
     deleted: list[str]
 
 
-def sweep(client: Client, count: int, default_ttl: int) -> Iterator[SweepStep]:
+def sweep(client: Client, count: int, default_ttl: int, now: float) -> Iterator[SweepStep]:
     """SCAN the prefix ``count`` keys per step; each step repairs the keys it found without a TTL.
 
     Two round trips per step: the SCAN, then one pipeline of ``expire_if_persistent`` calls (the
     script checks the TTL itself, atomically, one key per call so Cluster slots do not matter).
+    Per-day keys get the TTL left to their day at ``now``; keys of no family ``default_ttl``.
     Keys outside the prefix are never touched, even if the MATCH pattern let one through.
     """
     prefix = keys.prefix()
@@ -36,7 +38,7 @@ def sweep(client: Client, count: int, default_ttl: int) -> Iterator[SweepStep]:
     while True:
         cursor, found = client.scan(cursor, match=keys.sweep_pattern(), count=count)
         own = [key for key in found if key.startswith(prefix)]
-        ttls = {key: keys.stray_ttl(key, default_ttl) for key in own}
+        ttls = {key: keys.stray_ttl(key, now, default_ttl) for key in own}
         fixes = {key: ttl * 1000 for key, ttl in ttls.items() if ttl is not None}
         fixed: list[str] = []
         if fixes:

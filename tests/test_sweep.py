@@ -1,0 +1,188 @@
+"""The sweep against the key families declared in activity/store/keys.py: every builder declares its
+family, a key found without a TTL gets exactly what its family's writers give (or is deleted, or
+left alone when long-lived), and nothing any service path writes is ever repaired."""
+
+from __future__ import annotations
+
+import inspect
+import secrets
+from datetime import UTC, datetime
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+
+from activity import audience, calendar, clock, conf, flush, groups, locks, rate_limits, reports, services, sweep
+from activity.events import Event
+from activity.store import keys
+
+NOON = datetime(2026, 11, 23, 12, tzinfo=UTC).timestamp()
+HOUR, DAY = 3600, 86400
+LONG, GONE = "long-lived", "deleted"
+DRIFT = 30  # seconds a TTL may run down between the sweep and reading it on a loaded machine
+
+# Builder -> (its arguments, what the sweep must do with that key found without a TTL at NOON on
+# 2026-11-23). Stated here independently of keys.py: per-day audience keys live until their day's
+# end + 35 days, page statistics 8 days after a write (weekly ones and names 15), a session 60 s.
+EXPECTED: dict[str, tuple[tuple, str | int]] = {
+    "last_seen": ((), LONG),
+    "last_seen_dirty": ((), LONG),
+    "last_seen_claimed": ((), LONG),
+    "visitor_seen": ((3, 7), LONG),
+    "lock": (("job:flush",), GONE),
+    "lock_signal": (("job:flush",), GONE),
+    "health": ((), GONE),
+    "rate_limit": (("ingest", "user:42", 29931200), GONE),
+    "new_visitors": ((3, "20261123"), 36 * DAY - 12 * HOUR),
+    "new_visitors_harvested": ((3, "20261120"), 33 * DAY - 12 * HOUR),
+    "unique_visitors": (("20261122",), 35 * DAY - 12 * HOUR),
+    "unique_visitors_union": (("week", "20261123", "20261123"), GONE),
+    "active_bits": (("20261020",), 2 * DAY - 12 * HOUR),
+    "active_hll": (("20261001",), GONE),  # out of retention: no writer renews it
+    "active_bits_union": (("month", "20261101", "20261123"), GONE),
+    "active_hll_union": (("week", "20261123", "20261123"), GONE),
+    "session": (("42",), 60),
+    "display_name": (("42",), 15 * DAY),
+    "sessions_started": (("20261123",), 8 * DAY),
+    "page_views": (("20261123",), 8 * DAY),
+    "path_views": (("20261123",), 8 * DAY),
+    "user_views": (("d:20261123", "42"), 15 * DAY),
+    "viewers": (("w:2026W48",), 15 * DAY),
+    "report_rows": (("most-active:day:20261123",), GONE),
+    "report_meta": (("most-active:day:20261123",), GONE),
+    "reports_read": ((), 600),
+    "group_view": ((5,), GONE),
+    "group_view_build": ((5, "ab12"), GONE),
+    "group_epoch": ((5,), GONE),
+    "user_groups": (("42",), GONE),
+}
+# Functions of keys.py that build no key of their own: SORT / SCAN patterns and the declarations.
+HELPERS = {
+    "prefix",
+    "sweep_pattern",
+    "family",
+    "family_of",
+    "fixed",
+    "stray_ttl",
+    "page_stats_ttl",
+    "display_name_pattern",
+    "user_views_pattern",
+    "group_family",
+}
+
+
+def plant(client, key: str, redis_type: str) -> None:
+    """Write ``key`` as ``redis_type`` with no TTL."""
+    {
+        "string": lambda: client.set(key, "1"),
+        "hash": lambda: client.hset(key, "f", "1"),
+        "list": lambda: client.rpush(key, "1"),
+        "set": lambda: client.sadd(key, "1"),
+        "zset": lambda: client.zadd(key, {"m": 1}),
+    }[redis_type]()
+
+
+def builders() -> dict[str, keys.Family]:
+    return {fam.builder.__name__: fam for fam in keys.FAMILIES if fam.builder is not None}
+
+
+def test_every_builder_declares_a_family_whose_pattern_it_builds():
+    public = {
+        name
+        for name, function in inspect.getmembers(keys, inspect.isfunction)
+        if function.__module__ == keys.__name__ and not name.startswith("_")
+    }
+    assert public - HELPERS == set(builders())  # a builder without @family fails here
+    assert set(EXPECTED) == set(builders())  # and the sweep test below must say what it expects
+    for name, fam in builders().items():
+        placeholders = {param: f"<{param}>" for param in inspect.signature(fam.builder).parameters}
+        assert fam.builder(**placeholders) == keys.prefix() + fam.pattern, name
+        key = fam.builder(*EXPECTED[name][0])
+        matching = [other.builder for other in keys.FAMILIES if other.regex.fullmatch(key[len(keys.prefix()) :])]
+        assert matching == [fam.builder], key  # exactly one family claims it
+
+
+def test_sweep_gives_each_family_what_its_writers_give(redis_client, monkeypatch):
+    monkeypatch.setattr(clock, "now", lambda: NOON)
+    prefix = keys.prefix()
+    planted: dict[str, str | int] = {}
+    for name, fam in builders().items():
+        arguments, outcome = EXPECTED[name]
+        key = fam.builder(*arguments)
+        plant(redis_client, key, fam.redis_type)
+        planted[key] = outcome
+    planted[keys.active_bits("garbage")] = 36 * DAY  # no day in its name: the family's longest TTL
+    planted[f"{prefix}cache:1:throttle_user_1"] = 300  # Django's cache keys
+    planted[f"{prefix}no-such-family:1"] = conf.settings.SWEEP_DEFAULT_TTL
+    for key in planted:
+        if not redis_client.exists(key):
+            redis_client.set(key, "1")
+    result = sweep.sweep(count=10)
+    outcomes = list(planted.values())
+    assert result == sweep.SweepResult(
+        scanned=len(planted),
+        long_lived=outcomes.count(LONG),
+        repaired=len(planted) - outcomes.count(LONG) - outcomes.count(GONE),
+        deleted=outcomes.count(GONE),
+    )
+    for key, outcome in planted.items():
+        ttl = redis_client.ttl(key)
+        if outcome == LONG:
+            assert ttl == -1, key
+        elif outcome == GONE:
+            assert ttl == -2, key
+        else:
+            assert outcome - DRIFT <= ttl <= outcome, (key, ttl, outcome)
+
+
+def snapshot(client) -> dict[str, int]:
+    return {key: client.ttl(key) for key in client.scan_iter(match=keys.sweep_pattern(), count=1000)}
+
+
+@pytest.mark.django_db
+def test_nothing_any_service_path_writes_is_repaired(redis_client, django_capture_on_commit_callbacks):
+    users = get_user_model().objects.bulk_create(get_user_model()(username=f"u{i}") for i in range(3))
+    ids = [str(user.pk) for user in users]
+    group = Group.objects.create(name="team")
+    with django_capture_on_commit_callbacks(execute=True):
+        group.user_set.add(*users)
+    now = clock.now()
+
+    def record(ts: float) -> None:
+        events = [Event(user=user, ts=ts, path=f"/page/{user}") for user in ids]
+        events.append(Event(user="alice", ts=ts, path="/pricing"))
+        services.record_events(events, visitors=[(secrets.token_hex(16), ts)], names={ids[0]: "u0"})
+
+    record(now)
+    assert groups.members_page(group.pk, 0, 10) is not None  # view, membership index, epoch
+    services.record_events([Event(user=ids[1], ts=now + 1)])  # a live update of the view
+    audience.stats()  # week and month unions
+    for name, _ in reports.catalogue():
+        for period in ("day", "week"):
+            reports.page(name, period)  # copies, read list, rebuild lock and its announcement
+    flush.flush()
+    audience.rollup_day(calendar.day_of(now))  # harvests the new-visitor counters
+    record(now + 2)  # dirty marks and new-visitor counters again
+    services.health()
+    rate_limits.hit("sweep-test", "client", 10, 60)
+    with locks.exclusive("sweep-test", 30) as held:
+        assert held
+        before = snapshot(redis_client)
+        types = {key: redis_client.type(key) for key in before}
+        result = sweep.sweep()
+        after = snapshot(redis_client)
+
+    assert (result.repaired, result.deleted) == (0, 0)
+    assert after.keys() == before.keys()
+    found = {}
+    for key, ttl in before.items():
+        declared = keys.family_of(key)
+        assert declared is not None, key  # every key written is of a declared family
+        fam = declared[0]
+        found[fam.pattern] = fam
+        assert types[key] == fam.redis_type, key
+        assert (ttl == -1) == (fam.lifetime.kind == "long-lived"), (key, ttl)
+        assert before[key] - DRIFT <= after[key] <= before[key], key  # only time passed
+    # Every family was written, except those that exist only mid-flush, mid-build, or in Django's cache.
+    unwritten = {fam.pattern for fam in keys.FAMILIES} - set(found)
+    assert unwritten == {"{ls}:claimed", "{grp}:build:<group_id>:<token>", "cache:<key>"}

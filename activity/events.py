@@ -15,8 +15,13 @@ from datetime import UTC, datetime
 from activity import clock, conf
 from activity.errors import InvalidBatch, InvalidValue
 
-USER_ID_RE = re.compile(r"[A-Za-z0-9_.:@-]{1,64}")
+USER_ID_PATTERN = r"[A-Za-z0-9_.:@-]{1,64}"
+USER_ID_RE = re.compile(USER_ID_PATTERN)
+USER_ID_RULE = "Must be 1-64 characters from A-Z, a-z, 0-9 and _ . : @ -."
+# The integers whose decimal form is an id (at most 64 characters, a minus sign included).
+MIN_INT_USER, MAX_INT_USER = -(10**63 - 1), 10**64 - 1
 MAX_PATH_LENGTH = 2048
+MIN_TS = 0.001
 REQUIRED = "This field is required."
 NOT_NULL = "This field may not be null."
 
@@ -32,43 +37,64 @@ def clean_user(value: object) -> str:
     """A user id: 1-64 characters from [A-Za-z0-9_.:@-], given as a string or an integer."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InvalidValue("Must be a string or an integer.")
+    # An integer too long to be an id is refused before str(), which is slow (or refused) on huge ones.
+    if isinstance(value, int) and not MIN_INT_USER <= value <= MAX_INT_USER:
+        raise InvalidValue(USER_ID_RULE)
     text = str(value)
     if not USER_ID_RE.fullmatch(text):
-        raise InvalidValue("Must be 1-64 characters from A-Z, a-z, 0-9 and _ . : @ -.")
+        raise InvalidValue(USER_ID_RULE)
     return text
 
 
 def clean_ts(value: object, now: float | None = None) -> float:
-    """Epoch seconds (a number or an ISO 8601 string): finite, >= 0, not too far in the future."""
+    """Epoch seconds (a number, or an ISO 8601 string with an offset), rounded to the millisecond:
+    at least ``MIN_TS`` (so 0, -0 and values that underflow to 0 are refused, not stored as 1970) and
+    not more than ``MAX_FUTURE_SKEW`` seconds in the future."""
     if isinstance(value, bool):
         raise InvalidValue("Must be a number of epoch seconds or an ISO 8601 string, not a boolean.")
     if isinstance(value, (int, float)):
-        ts = float(value)
-        if not math.isfinite(ts):
-            raise InvalidValue("Must be a finite number.")
-    elif isinstance(value, str):
         try:
-            moment = datetime.fromisoformat(value)
-        except ValueError:
-            raise InvalidValue("Not a number or an ISO 8601 date-time.") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        ts = moment.timestamp()
+            ts = float(value)
+        except OverflowError:  # an integer beyond any float: far past or far future, said below
+            ts = math.inf if value > 0 else -math.inf
+        else:
+            if not math.isfinite(ts):
+                raise InvalidValue("Must be a finite number.")
+    elif isinstance(value, str):
+        ts = _iso_to_epoch(value)
     else:
         raise InvalidValue("Must be a number of epoch seconds or an ISO 8601 string.")
-    if ts < 0:
-        raise InvalidValue("Must not be negative.")
+    if ts < MIN_TS:
+        raise InvalidValue(f"Must be at least {MIN_TS} (one millisecond after 1970-01-01T00:00:00Z).")
     skew = conf.settings.MAX_FUTURE_SKEW
     if ts > (clock.now() if now is None else now) + skew:
         raise InvalidValue(f"Must not be more than {skew} seconds in the future.")
     return round(ts, 3)
 
 
+def _iso_to_epoch(value: str) -> float:
+    """An ISO 8601 date-time that names its UTC offset, as epoch seconds: a time without an offset
+    could be anyone's local time, so it is refused rather than taken as UTC."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidValue("Not a number or an ISO 8601 date-time.") from None
+    if moment.tzinfo is None:
+        raise InvalidValue("An ISO 8601 date-time must include an offset such as Z or +01:00.")
+    return moment.timestamp()
+
+
 def clean_path(value: object) -> str:
+    """A page path: a string of at most ``MAX_PATH_LENGTH`` characters that encodes as UTF-8 (a lone
+    surrogate, which JSON's \\u escapes can carry, cannot be sent to Redis)."""
     if not isinstance(value, str):
         raise InvalidValue("Must be a string.")
     if len(value) > MAX_PATH_LENGTH:
         raise InvalidValue(f"Must be at most {MAX_PATH_LENGTH} characters.")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise InvalidValue("Must be valid Unicode text: no lone surrogate (\\ud800-\\udfff).") from None
     return value
 
 

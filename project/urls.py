@@ -8,3 +8,8 @@ urlpatterns = [
     path("api/v1/", include("activity.api.urls")),
     path("healthz", healthz, name="healthz"),
 ]
+
+# Errors under /api/ are JSON like every other API answer; elsewhere Django's own pages.
+handler400 = "activity.api.errors.bad_request"
+handler404 = "activity.api.errors.not_found"
+handler500 = "activity.api.errors.server_error"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+import re
 
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
@@ -18,11 +20,24 @@ def encode_cursor(ts: float, user: str) -> str:
     return base64.urlsafe_b64encode(json.dumps([ts, user]).encode()).decode().rstrip("=")
 
 
+# A cursor this service writes is base64url (unpadded) of JSON [ts, user]: under 120 characters.
+# The bound keeps what reaches json.loads small, so no cursor can nest deep or carry a huge number.
+CURSOR_PATTERN = "[A-Za-z0-9_-]+"
+MAX_CURSOR_LENGTH = 200
+_CURSOR_RE = re.compile(CURSOR_PATTERN)
+
+
 def decode_cursor(cursor: str) -> tuple[float, str]:
+    """The (ts, user) of a cursor from ``encode_cursor``; ``InvalidValue`` for anything else,
+    including a ts that is not a finite, non-negative JSON number (Redis would refuse it)."""
+    if len(cursor) > MAX_CURSOR_LENGTH or not _CURSOR_RE.fullmatch(cursor):
+        raise InvalidValue("Invalid cursor.")
     try:
         ts, user = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not 0 <= float(ts) < math.inf:
+            raise InvalidValue("Invalid cursor.")
         return float(ts), clean_user(user)
-    except (ValueError, TypeError, InvalidValue):
+    except (ValueError, TypeError, OverflowError):
         raise InvalidValue("Invalid cursor.") from None
 
 

@@ -1,13 +1,43 @@
-"""JSON parsing that lets the serializers name the field holding NaN or Infinity."""
+"""JSON parsing that rejects what the stdlib would guess at, and lets the serializers name the field
+holding NaN or Infinity."""
 
+from __future__ import annotations
+
+import codecs
+import json
+from collections import Counter
+from collections.abc import Mapping
+from typing import IO, Any
+
+from django.conf import settings
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 
-class EventJSONParser(JSONParser):
-    """DRF's JSON parser, accepting the NaN/Infinity literals Python's json module emits.
+def _object_without_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict; a key given twice is an error (the stdlib would keep the last one, so
+    ``{"ts": "bad", "ts": 1}`` would pass validation on a value the client may not have meant)."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        duplicate = next(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+        raise ValueError(f"duplicate key {duplicate!r} in an object")
+    return found
 
-    DRF's strict mode rejects the whole body with a bare "JSON parse error"; accepting them here
-    lets ``ts`` validation answer "events.3.ts: Must be a finite number." instead.
+
+class EventJSONParser(JSONParser):
+    """DRF's JSON parser, stricter on structure and lenient on the NaN/Infinity literals.
+
+    - NaN/Infinity are parsed (DRF's strict mode rejects the whole body with a bare "JSON parse
+      error"), so ``ts`` validation can answer "events.3.ts: Must be a finite number." instead.
+    - A key repeated in one object, and a body nested too deeply for the parser's recursion, are 400
+      "JSON parse error - ..." like any other malformed body.
     """
 
-    strict = False
+    def parse(self, stream: IO[bytes], media_type: str | None = None, parser_context: Mapping | None = None) -> Any:
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        try:
+            return json.load(codecs.getreader(encoding)(stream), object_pairs_hook=_object_without_duplicate_keys)
+        except RecursionError:
+            raise ParseError("JSON parse error - nested too deeply.") from None
+        except ValueError as error:
+            raise ParseError(f"JSON parse error - {error}") from None

@@ -2,15 +2,38 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from django.core.validators import RegexValidator
+from django.http import QueryDict
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from activity import conf
-from activity.api.pagination import decode_cursor
+from activity.api.pagination import CURSOR_PATTERN, MAX_CURSOR_LENGTH, decode_cursor
 from activity.errors import InvalidBatch, InvalidValue
-from activity.events import clean_events, clean_path, clean_ts, clean_user, iso
+from activity.events import (
+    MAX_INT_USER,
+    MAX_PATH_LENGTH,
+    MIN_INT_USER,
+    MIN_TS,
+    USER_ID_PATTERN,
+    clean_events,
+    clean_path,
+    clean_ts,
+    clean_user,
+    iso,
+)
 from activity.reports import PERIODS
+
+# Page numbers are bounded so every offset fits Redis, which refuses an LRANGE / ZRANGE offset past
+# a 64-bit integer (page=10^18 was a 500); MAX_ROWS bounds page x page_size whatever
+# ACTIVITY_MAX_PAGE_SIZE is set to.
+MAX_PAGE = 1_000_000
+MAX_ROWS = 1_000_000_000
+MAX_GROUP_ID = 2**63 - 1
+INTEGER_RE = re.compile(r"0|[1-9][0-9]*")
 
 
 class _CleanedField(serializers.Field):
@@ -28,14 +51,41 @@ class _CleanedField(serializers.Field):
         return value
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "pattern": f"^{USER_ID_PATTERN}$"},
+            {"type": "integer", "minimum": MIN_INT_USER, "maximum": MAX_INT_USER},
+        ],
+        "description": "A user id: 1-64 characters from A-Z a-z 0-9 _ . : @ -, or an integer (sent as its digits).",
+    }
+)
 class UserIdField(_CleanedField):
     cleaner = staticmethod(clean_user)
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "number", "minimum": MIN_TS},
+            {"type": "string", "format": "date-time"},
+        ],
+        "description": "When it happened: epoch seconds, or an ISO 8601 date-time with an offset (Z, +01:00); "
+        f"at least {MIN_TS} s after the epoch and at most ACTIVITY_MAX_FUTURE_SKEW (60 s) in the future; "
+        "stored to the millisecond. Default: the time the server receives it.",
+    }
+)
 class TimestampField(_CleanedField):
     cleaner = staticmethod(clean_ts)
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "maxLength": MAX_PATH_LENGTH,
+        "description": "The page viewed; the event is then also a page view of the user's session.",
+    }
+)
 class PathField(_CleanedField):
     cleaner = staticmethod(clean_path)
 
@@ -65,6 +115,12 @@ class EventListField(serializers.ListField):
 class EventBatchSerializer(serializers.Serializer):
     events = EventListField()
 
+    def get_fields(self) -> dict[str, serializers.Field]:
+        """The batch limit in the document is ``ACTIVITY_MAX_BATCH`` as set now, not at import."""
+        fields = super().get_fields()
+        fields["events"] = EventListField(min_length=1, max_length=conf.settings.MAX_BATCH)
+        return fields
+
 
 class IngestResultSerializer(serializers.Serializer):
     accepted = serializers.IntegerField()
@@ -93,21 +149,65 @@ class OnlinePageSerializer(serializers.Serializer):
     results = OnlineUserSerializer(many=True)
 
 
-class _PageSizeSerializer(serializers.Serializer):
+class QueryIntegerField(serializers.IntegerField):
+    """An integer query or path parameter in ASCII digits, without sign, spaces or leading zeros.
+
+    DRF's ``IntegerField`` takes whatever ``int()`` takes (``" 5"``, ``"1_0"``, ``"5.0"``, Arabic-Indic
+    digits), and the links built from it would echo that spelling back.
+    """
+
+    default_error_messages = {"invalid": "Must be a whole number in ASCII digits, without sign or leading zeros."}
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, str) or not INTEGER_RE.fullmatch(data):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class QuerySerializer(serializers.Serializer):
+    """Query parameters, read strictly: one given blank or more than once is a 400 (DRF would take a
+    blank one as absent and a repeated one as its last value)."""
+
+    def to_internal_value(self, data: QueryDict) -> dict[str, Any]:
+        errors = {}
+        for name in self.fields:
+            values = data.getlist(name)
+            if len(values) > 1:
+                errors[name] = ["Give this parameter at most once."]
+            elif values == [""]:
+                errors[name] = ["This field may not be blank."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
+
+
+class _PageSizeSerializer(QuerySerializer):
     """``page_size`` between 1 and ``ACTIVITY_MAX_PAGE_SIZE`` (read per request, not at import)."""
 
-    page_size = serializers.IntegerField(min_value=1, required=False, default=50)
+    default_page_size = 50
 
-    def validate_page_size(self, value: int) -> int:
-        limit = conf.settings.MAX_PAGE_SIZE
-        if value > limit:
-            raise serializers.ValidationError(f"Ensure this value is less than or equal to {limit}.")
-        return value
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["page_size"] = QueryIntegerField(
+            min_value=1,
+            max_value=conf.settings.MAX_PAGE_SIZE,
+            required=False,
+            default=self.default_page_size,
+            help_text="Rows per page, at most ACTIVITY_MAX_PAGE_SIZE.",
+        )
+        return fields
 
 
 class OnlineQuerySerializer(_PageSizeSerializer):
-    within = serializers.IntegerField(min_value=1, max_value=86400, required=False)
-    cursor = serializers.CharField(required=False)
+    within = QueryIntegerField(
+        min_value=1, max_value=86400, required=False, help_text="Seconds; default the online window."
+    )
+    cursor = serializers.CharField(
+        required=False,
+        max_length=MAX_CURSOR_LENGTH,
+        validators=[RegexValidator(f"^{CURSOR_PATTERN}$")],
+        help_text="Opaque; copy it from the previous page's `next` link.",
+    )
 
     def validate_cursor(self, value: str) -> tuple[float, str]:
         try:
@@ -137,17 +237,31 @@ class StatsSerializer(serializers.Serializer):
 
 
 class PageQuerySerializer(_PageSizeSerializer):
-    """``?page=&page_size=`` of page-numbered lists (DRF's PageNumberPagination parameters)."""
+    """``?page=&page_size=`` of page-numbered lists (DRF's PageNumberPagination parameters), bounded
+    so the offset always fits Redis: page <= MAX_PAGE and page x page_size <= MAX_ROWS."""
 
-    page = serializers.IntegerField(min_value=1, required=False, default=1)
+    page = QueryIntegerField(min_value=1, max_value=MAX_PAGE, required=False, default=1, help_text="1-based.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["page"] * attrs["page_size"] > MAX_ROWS:
+            raise serializers.ValidationError({"page": [f"page x page_size must be at most {MAX_ROWS:_}."]})
+        return attrs
 
 
 class SessionQuerySerializer(PageQuerySerializer):
-    page_size = serializers.IntegerField(min_value=1, required=False, default=20)
+    default_page_size = 20
 
 
 class ReportQuerySerializer(PageQuerySerializer):
-    period = serializers.ChoiceField(choices=PERIODS, required=False, default="day")
+    period = serializers.ChoiceField(
+        choices=PERIODS, required=False, default="day", help_text="UTC day (default) or ISO week."
+    )
+
+
+class GroupIdSerializer(serializers.Serializer):
+    """The ``<group_id>`` URL argument, spelled like any integer parameter."""
+
+    group_id = QueryIntegerField(min_value=1, max_value=MAX_GROUP_ID)
 
 
 class ReportInfoSerializer(serializers.Serializer):
@@ -193,10 +307,6 @@ class SessionPageSerializer(NumberedPageSerializer):
     user = serializers.CharField()
     expires_in = serializers.FloatField()
     results = PageViewSerializer(many=True)
-
-
-class GroupMembersQuerySerializer(PageQuerySerializer):
-    """``?page=&page_size=`` of a group's members (page_size default 50)."""
 
 
 class GroupMemberSerializer(serializers.Serializer):

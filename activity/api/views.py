@@ -8,15 +8,20 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from activity import audience, conf, groups, reports, services
 from activity.api import serializers as s
+from activity.api.openapi import HEADERS, responses
 from activity.api.pagination import next_link, page_links
 from activity.api.permissions import CanIngest, IsStaffOrSelf
+from activity.api.throttles import ScopedRateThrottle
 from activity.errors import InvalidValue
-from activity.events import clean_user, iso
+from activity.events import USER_ID_PATTERN, clean_user, iso
+
+USER_PARAMETER = OpenApiParameter(
+    "user", str, OpenApiParameter.PATH, pattern=f"^{USER_ID_PATTERN}$", description="A user id."
+)
 
 
 def user_from_url(value: str) -> str:
@@ -32,7 +37,11 @@ class EventsView(APIView):
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "ingest"
 
-    @extend_schema(request=s.EventBatchSerializer, responses={202: s.IngestResultSerializer})
+    @extend_schema(
+        request=s.EventBatchSerializer,
+        parameters=HEADERS,
+        responses=responses({202: s.IngestResultSerializer}, 400, 413, 415),
+    )
     def post(self, request: Request) -> Response:
         batch = s.EventBatchSerializer(data=request.data)
         batch.is_valid(raise_exception=True)
@@ -46,7 +55,7 @@ class EventsView(APIView):
 class LastSeenView(APIView):
     permission_classes = [IsStaffOrSelf]
 
-    @extend_schema(responses={200: s.LastSeenSerializer})
+    @extend_schema(parameters=[USER_PARAMETER, *HEADERS], responses=responses({200: s.LastSeenSerializer}, 400, 404))
     def get(self, request: Request, user: str) -> Response:
         seen = services.last_seen(user_from_url(user))
         if seen is None:
@@ -58,12 +67,7 @@ class OnlineView(APIView):
     permission_classes = [IsAdminUser]
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter("within", int, description="Seconds (1..86400); default the online window."),
-            OpenApiParameter("page_size", int),
-            OpenApiParameter("cursor", str, description="Opaque; from the previous page's `next`."),
-        ],
-        responses={200: s.OnlinePageSerializer},
+        parameters=[s.OnlineQuerySerializer, *HEADERS], responses=responses({200: s.OnlinePageSerializer}, 400)
     )
     def get(self, request: Request) -> Response:
         query = s.OnlineQuerySerializer(data=request.query_params)
@@ -86,7 +90,7 @@ class StatsView(APIView):
 
     permission_classes = [IsAdminUser]
 
-    @extend_schema(responses={200: s.StatsSerializer})
+    @extend_schema(parameters=HEADERS, responses=responses({200: s.StatsSerializer}))
     def get(self, request: Request) -> Response:
         return Response(audience.stats().as_api())
 
@@ -95,11 +99,8 @@ class SessionView(APIView):
     permission_classes = [IsStaffOrSelf]
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter("page", int, description="1-based; page 1 holds the most recent pages."),
-            OpenApiParameter("page_size", int, description="1..ACTIVITY_MAX_PAGE_SIZE; default 20."),
-        ],
-        responses={200: s.SessionPageSerializer},
+        parameters=[USER_PARAMETER, s.SessionQuerySerializer, *HEADERS],
+        responses=responses({200: s.SessionPageSerializer}, 400, 404),
     )
     def get(self, request: Request, user: str) -> Response:
         user = user_from_url(user)
@@ -125,7 +126,7 @@ class SessionView(APIView):
 class ReportListView(APIView):
     permission_classes = [IsAdminUser]
 
-    @extend_schema(operation_id="reports_list", responses={200: s.ReportListSerializer})
+    @extend_schema(operation_id="reports_list", parameters=HEADERS, responses=responses({200: s.ReportListSerializer}))
     def get(self, request: Request) -> Response:
         found = [{"name": name, "description": text} for name, text in reports.catalogue()]
         return Response({"count": len(found), "results": found})
@@ -136,11 +137,14 @@ class ReportView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("period", str, enum=["day", "week"], description="UTC day (default) or ISO week."),
-            OpenApiParameter("page", int),
-            OpenApiParameter("page_size", int, description="1..ACTIVITY_MAX_PAGE_SIZE; default 50."),
+            OpenApiParameter("name", str, OpenApiParameter.PATH, enum=list(reports.REGISTRY)),
+            s.ReportQuerySerializer,
+            OpenApiParameter(
+                "X-Cache", str, OpenApiParameter.HEADER, enum=["hit", "miss", "stale"], required=True, response=[200]
+            ),
+            *HEADERS,
         ],
-        responses={200: s.ReportPageSerializer},
+        responses=responses({200: s.ReportPageSerializer}, 400, 404),
     )
     def get(self, request: Request, name: str) -> Response:
         if name not in reports.REGISTRY:
@@ -163,14 +167,12 @@ class ReportView(APIView):
         return Response(body, headers={"X-Cache": cache})
 
 
-MAX_GROUP_ID = 2**63 - 1
-
-
 def group_from_url(value: str) -> int:
-    """The ``<group_id>`` URL argument: a positive integer (400 otherwise)."""
-    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_GROUP_ID:
-        raise ValidationError({"group_id": [f"Must be an integer between 1 and {MAX_GROUP_ID}."]})
-    return int(value)
+    """The ``<group_id>`` URL argument: an integer from 1 to MAX_GROUP_ID, spelled without leading
+    zeros (``01`` is not another name for group 1); 400 otherwise."""
+    found = s.GroupIdSerializer(data={"group_id": value})
+    found.is_valid(raise_exception=True)
+    return found.validated_data["group_id"]
 
 
 class GroupMembersView(APIView):
@@ -179,12 +181,18 @@ class GroupMembersView(APIView):
     permission_classes = [IsAdminUser]
 
     @extend_schema(
-        parameters=[OpenApiParameter("page", int), OpenApiParameter("page_size", int)],
-        responses={200: s.GroupMembersPageSerializer},
+        parameters=[
+            OpenApiParameter(
+                "group_id", {"type": "integer", "minimum": 1, "maximum": s.MAX_GROUP_ID}, OpenApiParameter.PATH
+            ),
+            s.PageQuerySerializer,
+            *HEADERS,
+        ],
+        responses=responses({200: s.GroupMembersPageSerializer}, 400, 404),
     )
     def get(self, request: Request, group_id: str) -> Response:
         group = group_from_url(group_id)
-        query = s.GroupMembersQuerySerializer(data=request.query_params)
+        query = s.PageQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         number, size = query.validated_data["page"], query.validated_data["page_size"]
         page = groups.members_page(group, (number - 1) * size, size)

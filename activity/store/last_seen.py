@@ -11,6 +11,7 @@ from activity.store.scripts import LuaScript, Pipeline
 
 ZADD_UNLESS_SMALLER = LuaScript("zadd_unless_smaller")
 PRUNE = LuaScript("prune_last_seen")
+PAGE_AFTER = LuaScript("last_seen_page_after")
 
 
 def _flatten(scores: Mapping[str, float]) -> list[str | float]:
@@ -60,19 +61,15 @@ def page_since(
     """Users seen at or after ``since``, most recent first, strictly after the keyset ``before``.
 
     Keyset paging (score, member) rather than offsets, so users moving to the top while a client
-    pages through do not shift later pages and make it skip anyone.
+    pages through do not shift later pages and make it skip anyone. One command either way, O(log N
+    + limit) even when thousands of users share the cursor's score (``last_seen_page_after.lua``).
     """
-    top: float | str = "+inf" if before is None else before[0]
-    fetch = limit
-    while True:
-        rows = client.zrange(
-            keys.last_seen(), top, since, byscore=True, desc=True, offset=0, num=fetch, withscores=True
+    if before is None:
+        return client.zrange(
+            keys.last_seen(), "+inf", since, byscore=True, desc=True, offset=0, num=limit, withscores=True
         )
-        # Ties on the cursor's score: keep only members after the cursor's, in reverse order.
-        rows_kept = rows if before is None else [(m, s) for m, s in rows if s < before[0] or m < before[1]]
-        if len(rows_kept) >= limit or len(rows) < fetch:
-            return rows_kept[:limit]
-        fetch *= 2
+    flat = PAGE_AFTER(client, [keys.last_seen()], [repr(float(before[0])), before[1], repr(float(since)), limit])
+    return [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)]
 
 
 def prune(client: Client, cutoff: float, step: int) -> tuple[int, int]:

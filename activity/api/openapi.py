@@ -1,0 +1,73 @@
+"""The error answers of the OpenAPI document: every status an operation can give besides its success,
+with its JSON shape and headers, so clients (and schemathesis) can rely on the document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework import serializers
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every error that is not about a field: 401, 403, 404, 406, 413, 415, 429 and 503."""
+
+    detail = serializers.CharField(help_text="What went wrong, for a person to read.")
+
+
+# DRF's field-error shape: {"<field>": ["reason", ...]}, nested for the events of a batch
+# ({"events": {"3": {"ts": ["reason"]}}}); a body that is not JSON gives {"detail": "JSON parse error - ..."}.
+FIELD_ERRORS: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": {
+        "anyOf": [
+            {"type": "string"},
+            {"type": "array", "items": {"type": "string"}},
+            {"type": "object", "additionalProperties": True},
+        ]
+    },
+}
+
+DESCRIPTIONS = {
+    400: "Invalid input: {field: [reasons]} (nested by event index for a batch), or {detail} for a body "
+    "that is not JSON. Nothing was written.",
+    401: "No credentials, or invalid ones.",
+    403: "Authenticated, but not allowed (staff only, or another user's data).",
+    404: "Not found, or a page past the last one.",
+    406: "The Accept header allows no JSON.",
+    413: "The body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE.",
+    415: "The body is not application/json.",
+    429: "Throttled; retry after Retry-After seconds.",
+    503: "The activity store (Redis) cannot serve now; retry after Retry-After seconds.",
+}
+
+# Any operation can answer these: credentials, content negotiation, throttling, Redis.
+ALWAYS = (401, 403, 406, 429, 503)
+
+HEADERS = [
+    OpenApiParameter(
+        "Retry-After",
+        int,
+        OpenApiParameter.HEADER,
+        required=True,
+        response=[429, 503],
+        description="Seconds to wait before retrying.",
+    ),
+    OpenApiParameter(
+        "WWW-Authenticate",
+        str,
+        OpenApiParameter.HEADER,
+        required=True,
+        response=[401],
+        description="The scheme to authenticate with (`Token`).",
+    ),
+]
+
+
+def responses(success: dict[int, Any], *errors: int) -> dict[int, Any]:
+    """``success`` plus the documented error answers: ``errors`` and those of ``ALWAYS``."""
+    found: dict[int, Any] = dict(success)
+    for code in sorted({*ALWAYS, *errors}):
+        shape = FIELD_ERRORS if code == 400 else ErrorSerializer
+        found[code] = OpenApiResponse(shape, description=DESCRIPTIONS[code])
+    return found

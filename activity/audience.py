@@ -57,18 +57,17 @@ def stats() -> Stats:
     """Today's figures. One round trip: every read, the online count included, in one pipeline."""
     now = clock.now()
     day = calendar.day_of(now)
-    week, month = calendar.week_days(day), calendar.month_days(day)
-    cache_ms = conf.settings.STATS_CACHE_TTL * 1000
+    max_id = conf.settings.ACTIVE_BITMAP_MAX_ID
     pipe = Pipeline(get_client())
     online_at = last_seen_store.queue_count_since(pipe, now - conf.settings.ONLINE_WINDOW)
     reads = {
-        "active_day": actives_store.queue_active_day(pipe, day),
-        "active_week": actives_store.queue_active_union(pipe, "week", week, cache_ms),
-        "active_month": actives_store.queue_active_union(pipe, "month", month, cache_ms),
+        "active_day": actives_store.queue_active(pipe, "day", day, max_id),
+        "active_week": actives_store.queue_active(pipe, "week", day, max_id),
+        "active_month": actives_store.queue_active(pipe, "month", day, max_id),
         "new_visitors_day": visitors_store.queue_new_visitors(pipe, day),
-        "unique_visitors_day": visitors_store.queue_unique_day(pipe, day),
-        "unique_visitors_week": visitors_store.queue_unique_union(pipe, "week", week, cache_ms),
-        "unique_visitors_month": visitors_store.queue_unique_union(pipe, "month", month, cache_ms),
+        "unique_visitors_day": visitors_store.queue_unique(pipe, "day", day),
+        "unique_visitors_week": visitors_store.queue_unique(pipe, "week", day),
+        "unique_visitors_month": visitors_store.queue_unique(pipe, "month", day),
     }
     results = pipe.execute()
     figures = {name: total(results, indexes) for name, indexes in reads.items()}
@@ -92,8 +91,8 @@ def rollup_day(day: date) -> DailyRollup | None:
         client = get_client()
         pipe = Pipeline(client)
         new_at = visitors_store.queue_harvest(pipe, day, now)
-        active_at = actives_store.queue_active_day(pipe, day)
-        unique_at = visitors_store.queue_unique_day(pipe, day)
+        active_at = actives_store.queue_active(pipe, "day", day, conf.settings.ACTIVE_BITMAP_MAX_ID)
+        unique_at = visitors_store.queue_unique(pipe, "day", day)
         results = pipe.execute()
         sessions, page_views = sessions_store.day_counts(client, day)
         row = DailyRollup(

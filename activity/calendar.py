@@ -50,6 +50,30 @@ def week_name(day: date) -> str:
     return f"{year}W{week:02d}"
 
 
+def month_name(day: date) -> str:
+    """The month of ``day`` as per-month keys name it: ``YYYYMM``."""
+    return day.strftime("%Y%m")
+
+
+def last_day(period: str, day: date) -> date:
+    """The last day of the ``week`` (ISO, Sunday) or ``month`` holding ``day``."""
+    if period == "week":
+        return day + timedelta(days=6 - day.weekday())
+    if period == "month":
+        following = (day.replace(day=28) + timedelta(days=4)).replace(day=1)
+        return following - timedelta(days=1)
+    raise ValueError(f"period must be week or month, not {period!r}")
+
+
+def parse_period(period: str, name: str) -> date:
+    """The first day of the week (``YYYYWww``) or month (``YYYYMM``) a key names; ValueError if none."""
+    if period == "week":
+        return datetime.strptime(f"{name}-1", "%GW%V-%u").date()
+    if period == "month":
+        return datetime.strptime(name, "%Y%m").date()
+    raise ValueError(f"period must be week or month, not {period!r}")
+
+
 def period_name(period: str, day: date) -> str:
     """The ``day`` or ``week`` holding ``day``, as per-user counters and viewer sets name it."""
     if period == "day":

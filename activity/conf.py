@@ -32,6 +32,8 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_TRACK_MAX_STATUS": 399,
     "ACTIVITY_TRACK_EXCLUDE_PATHS": ("/static/", "/media/", "/healthz", "/favicon.ico"),
     "ACTIVITY_MAX_PAGE_SIZE": 500,
+    # Proxies (addresses or networks) whose X-Forwarded-For is believed for the client address.
+    "ACTIVITY_TRUSTED_PROXIES": (),
     # Scheduled jobs (tasks/maintenance.py, beat schedule in tasks/schedule.py).
     "ACTIVITY_FLUSH_BATCH": 2000,
     "ACTIVITY_JOB_LOCK_TTL": 60,
@@ -50,8 +52,6 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_VISITOR_PARTITION_BITS": 17,
     # Integer user ids up to this are counted exactly in per-day bitmaps (max_id / 8 bytes a day).
     "ACTIVITY_ACTIVE_BITMAP_MAX_ID": 2**26,
-    # Seconds a week/month union (BITOP OR, PFMERGE) is reused before being rebuilt.
-    "ACTIVITY_STATS_CACHE_TTL": 10,
     # Navigation sessions: which responses count as page views, and which paths never do.
     "ACTIVITY_SESSION_CONTENT_TYPES": ("text/html",),
     "ACTIVITY_SESSION_KEEP_QUERY": False,
@@ -77,6 +77,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _TUPLES = {
+    "ACTIVITY_TRUSTED_PROXIES",
     "ACTIVITY_TRACK_METHODS",
     "ACTIVITY_TRACK_EXCLUDE_PATHS",
     "ACTIVITY_SESSION_CONTENT_TYPES",

@@ -36,6 +36,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's, the Swagger UI's) from STATIC_ROOT, before any other work.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -78,6 +80,12 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
+# Compressed copies (gzip) made by collectstatic, served by whitenoise; plain names, not the manifest
+# storage's hashed ones, so templates render without a collected manifest (tests, a fresh checkout).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 
 # --- Redis and Celery -------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -113,6 +121,7 @@ for _name in (
     "ACTIVITY_SESSION_KEEP_QUERY",
     "ACTIVITY_SESSION_EXCLUDE_PATHS",
     "ACTIVITY_PAGE_STATS_DAYS",
+    "ACTIVITY_PAGE_STATS_MAX_PATHS",
     "ACTIVITY_REPORT_STALE",
     "ACTIVITY_REPORT_TOP",
     "ACTIVITY_REPORT_WAIT",
@@ -133,12 +142,12 @@ for _name in (
     "ACTIVITY_VISITOR_COOKIE_SECURE",
     "ACTIVITY_VISITOR_PARTITION_BITS",
     "ACTIVITY_ACTIVE_BITMAP_MAX_ID",
-    "ACTIVITY_STATS_CACHE_TTL",
     "ACTIVITY_GROUP_VIEW_TTL",
     "ACTIVITY_GROUP_VIEW_STRATEGY",
     "ACTIVITY_GROUP_VIEW_TTL_MARGIN",
     "ACTIVITY_DASHBOARD_REFRESH",
     "ACTIVITY_DASHBOARD_DAYS",
+    "ACTIVITY_TRUSTED_PROXIES",
 ):
     if _name in os.environ:
         globals()[_name] = os.environ[_name]
@@ -154,9 +163,11 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "activity.api.errors.exception_handler",
+    # The service's own throttles: one counter per client and window in Redis (activity.rate_limits),
+    # X-Forwarded-For believed only from ACTIVITY_TRUSTED_PROXIES.
     "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.UserRateThrottle",
-        "rest_framework.throttling.AnonRateThrottle",
+        "activity.api.throttles.UserRateThrottle",
+        "activity.api.throttles.AnonRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "user": os.environ.get("ACTIVITY_THROTTLE_READ", "6000/min"),
@@ -165,15 +176,6 @@ REST_FRAMEWORK = {
     },
 }
 
-# Throttle counters live in Redis too, so every web process shares them.
-CACHES = {
-    "default": {
-        "BACKEND": "activity.store.cache.RedisCache",
-        "LOCATION": REDIS_URL,
-        "KEY_PREFIX": os.environ.get("ACTIVITY_KEY_PREFIX", "act:") + "cache",
-        "TIMEOUT": 300,
-    }
-}
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Activity tracking service",

@@ -42,7 +42,8 @@ def test_anonymous_without_consent_costs_nothing(redis_client, db):
 
 def test_anonymous_visit_is_one_round_trip_and_never_a_user(redis_client, db):
     visitor = Client()
-    visitor.get("/pricing")
+    visitor.get("/pricing")  # gets the cookie; nothing is recorded until it comes back
+    visitor.get("/pricing")  # the first recorded visit (loads the scripts)
     with probe(redis_client) as seen:
         visitor.get("/pricing")
     assert (seen.client_sends, seen.server_reads) == (1, 1)

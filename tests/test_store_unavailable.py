@@ -4,7 +4,7 @@ Every state is produced for real on throwaway servers started here (never the ru
 OOM (maxmemory reached under noeviction), READONLY (a replica), BUSY (a script past the busy
 threshold), MASTERDOWN (a replica cut off from its primary, not serving stale data) and NOREPLICAS
 (min-replicas-to-write not met). In each one the service must answer 503 with Retry-After (the
-throttle cache living on the same server, and again with the throttle cache on a healthy server so
+throttle, whose counters live on the same server, lets requests through when it cannot count, so
 the views' own Redis calls are reached), /healthz must say Redis is not ok, the tracking middleware
 must fail open, the ingest task must ask for a retry, nothing may be half-written, and everything
 must work again as soon as the state ends.
@@ -40,10 +40,9 @@ EVENTS = "/api/v1/events/"
 REPORT = "/api/v1/reports/most-active/"
 LAST_SEEN = "/api/v1/users/s1/last-seen/"
 
-# Keys of this file's own (the throttle cache, the OOM filler, probes) start with this; the
-# snapshots of the service's keys leave them out.
+# Keys of this file's own (the OOM filler, probes) start with this; the snapshots of the service's
+# keys leave them out.
 OWN = "acttest-state"
-CACHE_PREFIX = OWN
 FILLER = f"{OWN}-filler"
 PROBE = f"{OWN}-probe"
 WRITE_SCRIPT = "redis.call('SET', KEYS[1], ARGV[1]) return 1"
@@ -58,10 +57,9 @@ FILL_MARGIN = 256 * 1024  # maxmemory starts this far above used_memory
 FILL_STEP = 1024 * 1024  # each filler write grows it by this much
 
 
-def serving(url: str, cache_url: str | None = None) -> override_settings:
-    """Point the service (and the throttle cache, by default on the same server) at ``url``."""
-    cache = {"BACKEND": "activity.store.cache.RedisCache", "LOCATION": cache_url or url, "KEY_PREFIX": CACHE_PREFIX}
-    return override_settings(REDIS_URL=url, CACHES={"default": cache})
+def serving(url: str) -> override_settings:
+    """Point the service (its throttle counters included) at ``url``."""
+    return override_settings(REDIS_URL=url)
 
 
 def plain(url: str, **options) -> redis.Redis:
@@ -292,16 +290,6 @@ def primary() -> Iterator[PrivateRedis]:
         server.stop()
 
 
-@pytest.fixture(scope="module")
-def healthy_cache() -> Iterator[PrivateRedis]:
-    """A healthy server for the throttle cache, so requests get past the throttle to the views."""
-    server = PrivateRedis().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture
 def fresh_primary(primary: PrivateRedis) -> PrivateRedis:
     plain(primary.url).flushall()  # all of it is this file's own data
@@ -337,9 +325,9 @@ def check_raw_replies(state: State, sha: str) -> None:
     raw.close()
 
 
-def check_refused(state: State, staff_api, browser: Client, cache_url: str | None) -> None:
+def check_refused(state: State, staff_api, browser: Client) -> None:
     now = time.time()
-    with serving(state.url, cache_url):
+    with serving(state.url):
         assert_503(post_events(staff_api, now), "POST events")
         assert_503(staff_api.get(REPORT), "GET most-active report")
         seen = staff_api.get(LAST_SEEN)
@@ -383,7 +371,7 @@ def check_recovered(state: State, staff_api) -> None:
 
 @pytest.mark.parametrize("state_class", STATES, ids=[state.code for state in STATES])
 def test_server_state_is_503_fails_open_retries_writes_nothing_and_recovers(
-    state_class, fresh_primary, healthy_cache, staff_api, member
+    state_class, fresh_primary, staff_api, member
 ):
     assert issubclass(StoreUnavailable, tuple(record_events.autoretry_for))
     browser = Client()
@@ -400,8 +388,7 @@ def test_server_state_is_503_fails_open_retries_writes_nothing_and_recovers(
 
         state.enter()
         check_raw_replies(state, sha)
-        check_refused(state, staff_api, browser, cache_url=None)
-        check_refused(state, staff_api, browser, cache_url=healthy_cache.url)
+        check_refused(state, staff_api, browser)
         state.leave()
 
         after = snapshot(state.raw)

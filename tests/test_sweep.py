@@ -22,8 +22,9 @@ LONG, GONE = "long-lived", "deleted"
 DRIFT = 30  # seconds a TTL may run down between the sweep and reading it on a loaded machine
 
 # Builder -> (its arguments, what the sweep must do with that key found without a TTL at NOON on
-# 2026-11-23). Stated here independently of keys.py: per-day audience keys live until their day's
-# end + 35 days, page statistics 8 days after a write (weekly ones and names 15), a session 60 s.
+# 2026-11-23, a Monday). Stated here independently of keys.py: audience keys of a day, ISO week or
+# month live until the end of the period's last day + 35 days, page statistics 8 days after a write
+# (weekly ones and names 15), a session 60 s.
 EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "last_seen": ((), LONG),
     "last_seen_dirty": ((), LONG),
@@ -36,11 +37,14 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "new_visitors": ((3, "20261123"), 36 * DAY - 12 * HOUR),
     "new_visitors_harvested": ((3, "20261120"), 33 * DAY - 12 * HOUR),
     "unique_visitors": (("20261122",), 35 * DAY - 12 * HOUR),
-    "unique_visitors_union": (("week", "20261123", "20261123"), GONE),
+    "unique_visitors_week": (("2026W48",), 42 * DAY - 12 * HOUR),  # Sunday 29th + 36 days
+    "unique_visitors_month": (("202611",), 43 * DAY - 12 * HOUR),  # the 30th + 36 days
     "active_bits": (("20261020",), 2 * DAY - 12 * HOUR),
     "active_hll": (("20261001",), GONE),  # out of retention: no writer renews it
-    "active_bits_union": (("month", "20261101", "20261123"), GONE),
-    "active_hll_union": (("week", "20261123", "20261123"), GONE),
+    "active_bits_week": (("2026W47",), 35 * DAY - 12 * HOUR),  # ended Sunday 22nd
+    "active_bits_month": (("202610",), 13 * DAY - 12 * HOUR),  # ended October 31st
+    "active_hll_week": (("2026W48",), 42 * DAY - 12 * HOUR),
+    "active_hll_month": (("202609",), GONE),  # out of retention
     "session": (("42",), 60),
     "display_name": (("42",), 15 * DAY),
     "sessions_started": (("20261123",), 8 * DAY),
@@ -112,7 +116,6 @@ def test_sweep_gives_each_family_what_its_writers_give(redis_client, monkeypatch
         plant(redis_client, key, fam.redis_type)
         planted[key] = outcome
     planted[keys.active_bits("garbage")] = 36 * DAY  # no day in its name: the family's longest TTL
-    planted[f"{prefix}cache:1:throttle_user_1"] = 300  # Django's cache keys
     planted[f"{prefix}no-such-family:1"] = conf.settings.SWEEP_DEFAULT_TTL
     for key in planted:
         if not redis_client.exists(key):
@@ -183,6 +186,6 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
         assert types[key] == fam.redis_type, key
         assert (ttl == -1) == (fam.lifetime.kind == "long-lived"), (key, ttl)
         assert before[key] - DRIFT <= after[key] <= before[key], key  # only time passed
-    # Every family was written, except those that exist only mid-flush, mid-build, or in Django's cache.
+    # Every family was written, except those that exist only mid-flush or mid-build.
     unwritten = {fam.pattern for fam in keys.FAMILIES} - set(found)
-    assert unwritten == {"{ls}:claimed", "{grp}:build:<group_id>:<token>", "cache:<key>"}
+    assert unwritten == {"{ls}:claimed", "{grp}:build:<group_id>:<token>"}

@@ -1,16 +1,24 @@
-"""Active users per day: a bitmap indexed by integer user id (exact), plus a HyperLogLog for ids
-that are not small integers. Weeks and months are unions of days, cached briefly."""
+"""Active users per day, ISO week and month: a bitmap indexed by integer user id (exact), plus a
+HyperLogLog for ids that are not small integers.
+
+Each activity is written into its day's, week's and month's keys at once, so a period's figure is
+one count. A bitmap is counted in ranges of ``COUNT_CHUNK_BYTES`` (BITCOUNT start end), so no
+command's work grows with the id space.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from datetime import date
 
-from activity.calendar import day_name
 from activity.store import keys
-from activity.store.daily import live_days, queue_union_count
+from activity.store.daily import dated_keys, live_days, name_of
 from activity.store.scripts import Pipeline
+
+BITS = (keys.active_bits, keys.active_bits_week, keys.active_bits_month)
+HLLS = (keys.active_hll, keys.active_hll_week, keys.active_hll_month)
+COUNT_CHUNK_BYTES = 1 << 20  # one BITCOUNT reads at most 1 MiB (8M ids)
 
 
 def bitmap_offset(user: str, max_id: int) -> int | None:
@@ -22,7 +30,8 @@ def bitmap_offset(user: str, max_id: int) -> int | None:
 
 
 def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: float, max_id: int) -> None:
-    """Queue SETBIT (integer ids) or PFADD (other ids) into each day's active-user keys."""
+    """Queue SETBIT (integer ids) or PFADD (other ids) into the active-user keys of each activity's
+    day, week and month."""
     bits: dict[date, set[int]] = defaultdict(set)
     others: dict[date, set[str]] = defaultdict(set)
     ttls = live_days(actives, now)
@@ -35,33 +44,24 @@ def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: fl
         else:
             bits[day].add(offset)
     for day, offsets in bits.items():
-        key = keys.active_bits(day_name(day))
-        for offset in sorted(offsets):
-            pipe.setbit(key, offset, 1)
-        pipe.expire(key, ttls[day])
+        for key, ttl in dated_keys(BITS, day, now):
+            for offset in sorted(offsets):
+                pipe.setbit(key, offset, 1)
+            pipe.expire(key, ttl)
     for day, users in others.items():
-        key = keys.active_hll(day_name(day))
-        pipe.pfadd(key, *users)
-        pipe.expire(key, ttls[day])
+        for key, ttl in dated_keys(HLLS, day, now):
+            pipe.pfadd(key, *users)
+            pipe.expire(key, ttl)
 
 
-def queue_active_day(pipe: Pipeline, day: date) -> list[int]:
-    """Queue the reads whose replies sum to the exact-plus-estimated active users of ``day``."""
+def queue_active(pipe: Pipeline, period: str, day: date, max_id: int) -> list[int]:
+    """Queue the reads whose replies sum to the active users of the ``day``, ``week`` or ``month``
+    holding ``day``: BITCOUNT of the bitmap in bounded byte ranges, and PFCOUNT of the HLL."""
+    index = ("day", "week", "month").index(period)
+    name = name_of(period, day)
     first = len(pipe)
-    pipe.bitcount(keys.active_bits(day_name(day)))
-    pipe.pfcount(keys.active_hll(day_name(day)))
-    return [first, first + 1]
-
-
-def queue_active_union(pipe: Pipeline, period: str, days: Sequence[date], cache_ms: int) -> list[int]:
-    """Queue the union counts (bitmap and HLL) of the active users over ``days``."""
-    names = [day_name(day) for day in days]
-    first, last = names[0], names[-1]
-    return [
-        queue_union_count(
-            pipe, "bits", keys.active_bits_union(period, first, last), list(map(keys.active_bits, names)), cache_ms
-        ),
-        queue_union_count(
-            pipe, "hll", keys.active_hll_union(period, first, last), list(map(keys.active_hll, names)), cache_ms
-        ),
-    ]
+    bitmap = BITS[index](name)
+    for start in range(0, max_id // 8 + 1, COUNT_CHUNK_BYTES):
+        pipe.bitcount(bitmap, start, start + COUNT_CHUNK_BYTES - 1)
+    pipe.pfcount(HLLS[index](name))
+    return list(range(first, len(pipe)))

@@ -1,20 +1,20 @@
-"""What the per-day audience keys share: their retention, unions of days, and summed replies.
+"""What the dated audience keys share: their retention, and summing replies into a figure.
 
-Every per-day audience key (visitors, active users) lives ``KEEP_DAYS`` beyond its day, longer
-than the longest period that reads it (a month, 31 days) plus a margin for a late rollup. A week
-or month figure is the count of a union of days, built by one script and reused for a short while.
+Audience figures (visitors, active users) are written into the day's, the ISO week's and the
+month's keys at once, so a week or month figure is one count and never a union over days, whose
+cost would grow with the days and the id space. A key lives ``KEEP_DAYS`` beyond the last day of
+its period, longer than a report reads it plus a margin for a late rollup.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import date
 
-from activity.calendar import seconds_left
-from activity.store.scripts import LuaScript, Pipeline
+from activity.calendar import day_name, last_day, month_name, seconds_left, week_name
 
-UNION_COUNT = LuaScript("union_count")
 KEEP_DAYS = 35
+PERIODS = ("week", "month")
 
 
 def day_ttl(day: date, now: float) -> int:
@@ -22,16 +22,28 @@ def day_ttl(day: date, now: float) -> int:
     return seconds_left(day, KEEP_DAYS, now)
 
 
+def period_ttl(period: str, day: date, now: float) -> int:
+    """Seconds the key of the ``week`` or ``month`` holding ``day`` still has to live at ``now``."""
+    return day_ttl(last_day(period, day), now)
+
+
+def name_of(period: str, day: date) -> str:
+    """The name a dated key of ``period`` (``day``, ``week``, ``month``) holding ``day`` carries."""
+    return {"day": day_name, "week": week_name, "month": month_name}[period](day)
+
+
+def dated_keys(builders: Sequence[Callable[[str], str]], day: date, now: float) -> list[tuple[str, int]]:
+    """The (key, TTL) of the day's, week's and month's key holding ``day``, ``builders`` being the
+    three key builders of one figure in that order: a write goes to all three."""
+    ttls = (day_ttl(day, now), period_ttl("week", day, now), period_ttl("month", day, now))
+    names = (name_of(period, day) for period in ("day", "week", "month"))
+    return [(build(name), ttl) for build, name, ttl in zip(builders, names, ttls, strict=True)]
+
+
 def live_days(pairs: Iterable[tuple[object, date]], now: float) -> dict[date, int]:
     """The TTL of each day among ``pairs`` still in retention (a batch has one or two days)."""
     ttls = {day: day_ttl(day, now) for day in {day for _, day in pairs}}
     return {day: ttl for day, ttl in ttls.items() if ttl > 0}
-
-
-def queue_union_count(pipe: Pipeline, kind: str, union: str, days: Sequence[str], cache_ms: int) -> int:
-    """Queue the count of the union of the per-day keys ``days`` (``bits``: BITOP OR + BITCOUNT;
-    ``hll``: PFMERGE + PFCOUNT), kept in ``union`` for ``cache_ms``; returns its reply index."""
-    return pipe.script(UNION_COUNT, [union, *days], [kind, cache_ms])
 
 
 def total(results: Sequence[object], indexes: Iterable[int]) -> int:

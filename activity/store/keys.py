@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
-from activity import conf
+from activity import calendar, conf
 from activity.calendar import DAY_SECONDS
 from activity.store.daily import KEEP_DAYS, day_ttl
 
@@ -33,7 +33,7 @@ class Lifetime:
     None: leave it alone), ``fields`` being the values of the key's pattern placeholders.
     """
 
-    kind: str  # "long-lived", "ttl", "day" or "delete"
+    kind: str  # "long-lived", "ttl", "dated" or "delete"
     stray_ttl: Callable[[Mapping[str, str], float], int | None]
 
 
@@ -48,18 +48,26 @@ def fixed(seconds: Callable[[], int]) -> Lifetime:
     return Lifetime("ttl", lambda fields, now: seconds())
 
 
-def _day_retention(fields: Mapping[str, str], now: float) -> int:
-    """A key of day D lives until D's end + ``KEEP_DAYS``, as ``activity.store.daily`` writes it; one
-    whose day is out of retention is deleted (no writer renews it), one whose name holds no day
-    gets the longest TTL a writer gives."""
+# The longest a writer gives a key of each dated kind: a day's, a week's or a month's retention.
+_LONGEST_DAYS = {"day": KEEP_DAYS + 1, "week": KEEP_DAYS + 7, "month": KEEP_DAYS + 31}
+
+
+def _dated_retention(fields: Mapping[str, str], now: float) -> int:
+    """A key of a day, ISO week or month lives until the period's last day ends + ``KEEP_DAYS``, as
+    ``activity.store.daily`` writes it; one out of retention is deleted (no writer renews it), one
+    whose name holds no readable period gets the longest TTL a writer gives."""
+    period = next(name for name in ("day", "week", "month") if name in fields)
     try:
-        day = datetime.strptime(fields["day"], "%Y%m%d").date()
+        if period == "day":
+            last = datetime.strptime(fields["day"], "%Y%m%d").date()
+        else:
+            last = calendar.last_day(period, calendar.parse_period(period, fields[period]))
     except ValueError:
-        return (KEEP_DAYS + 1) * DAY_SECONDS
-    return max(day_ttl(day, now), 0)
+        return _LONGEST_DAYS[period] * DAY_SECONDS
+    return max(day_ttl(last, now), 0)
 
 
-PER_DAY = Lifetime("day", _day_retention)
+DATED = Lifetime("dated", _dated_retention)
 
 _PLACEHOLDER = re.compile(r"<(\w+)>")
 
@@ -79,8 +87,8 @@ class Family:
         parts = _PLACEHOLDER.split(self.pattern)  # literal, name, literal, name, ..., literal
         source = "".join(re.escape(part) if i % 2 == 0 else f"(?P<{part}>.+)" for i, part in enumerate(parts))
         object.__setattr__(self, "regex", re.compile(source))
-        if self.lifetime.kind == "day" and "<day>" not in self.pattern:
-            raise ValueError(f"{self.pattern}: a per-day family needs <day> in its pattern")
+        if self.lifetime.kind == "dated" and not any(f"<{p}>" in self.pattern for p in _LONGEST_DAYS):
+            raise ValueError(f"{self.pattern}: a dated family needs <day>, <week> or <month> in its pattern")
 
 
 FAMILIES: list[Family] = []
@@ -191,17 +199,13 @@ def rate_limit(scope: str, ident: str, window: int) -> str:
     return f"{prefix()}rate:{scope}:{ident}:{window}"
 
 
-# Django's cache lives under ``<prefix>cache`` with keys of its own making.
-FAMILIES.append(Family("cache:<key>", "string", fixed(lambda: 300), None))
-
-
 # --- visitors and audience figures ---------------------------------------------------------------
 # "First visit ever" hashes and their per-day new-visitor counters are spread over VISITOR_SHARDS
 # hash tags {vis:N} (N = low bits of the visitor id), so a Cluster spreads the membership store over
 # several slots while one Lua call still touches one slot: a visitor's partition hash and the
-# counter it increments share the shard's tag. Per-day activity keys that are unioned together
-# (BITOP / PFMERGE / PFCOUNT over a week or month) share one tag per family: {au} and {uv}.
-# Week and month unions are caches: one found without a TTL is deleted and rebuilt on the next read.
+# counter it increments share the shard's tag. Active users and unique visitors are written into
+# their day's, week's and month's keys at once, so a week or month figure is one count, never a
+# union over days; each family has one tag: {au} and {uv}.
 
 
 @family("{vis:<shard>}:seen:<partition>", "hash", LONG_LIVED)
@@ -210,52 +214,70 @@ def visitor_seen(shard: int, partition: int) -> str:
     return f"{prefix()}{{vis:{shard}}}:seen:{partition}"
 
 
-@family("{vis:<shard>}:new:<day>", "string", PER_DAY)
+@family("{vis:<shard>}:new:<day>", "string", DATED)
 def new_visitors(shard: int, day: str) -> str:
     """String counter: new visitors on ``day`` (YYYYMMDD) in this shard, until harvested. TTL."""
     return f"{prefix()}{{vis:{shard}}}:new:{day}"
 
 
-@family("{vis:<shard>}:harvested:<day>", "string", PER_DAY)
+@family("{vis:<shard>}:harvested:<day>", "string", DATED)
 def new_visitors_harvested(shard: int, day: str) -> str:
     """String: new visitors of ``day`` harvested from the counter so far (the rollup's input). TTL."""
     return f"{prefix()}{{vis:{shard}}}:harvested:{day}"
 
 
-@family("{uv}:day:<day>", "string", PER_DAY)
+@family("{uv}:day:<day>", "string", DATED)
 def unique_visitors(day: str) -> str:
     """HyperLogLog: every visitor (user or anonymous) seen on ``day``. TTL."""
     return f"{prefix()}{{uv}}:day:{day}"
 
 
-@family("{uv}:<period>:<first>:<last>", "string", DELETE)
-def unique_visitors_union(period: str, first: str, last: str) -> str:
-    """HyperLogLog: PFMERGE of the days ``first``..``last`` (a week or month so far). Short TTL."""
-    return f"{prefix()}{{uv}}:{period}:{first}:{last}"
+@family("{uv}:week:<week>", "string", DATED)
+def unique_visitors_week(week: str) -> str:
+    """HyperLogLog: every visitor seen in ISO ``week`` (YYYYWww). TTL."""
+    return f"{prefix()}{{uv}}:week:{week}"
 
 
-@family("{au}:bits:day:<day>", "string", PER_DAY)
+@family("{uv}:month:<month>", "string", DATED)
+def unique_visitors_month(month: str) -> str:
+    """HyperLogLog: every visitor seen in ``month`` (YYYYMM). TTL."""
+    return f"{prefix()}{{uv}}:month:{month}"
+
+
+@family("{au}:bits:day:<day>", "string", DATED)
 def active_bits(day: str) -> str:
     """Bitmap: bit N set when the user with integer id N was active on ``day``. TTL."""
     return f"{prefix()}{{au}}:bits:day:{day}"
 
 
-@family("{au}:hll:day:<day>", "string", PER_DAY)
+@family("{au}:hll:day:<day>", "string", DATED)
 def active_hll(day: str) -> str:
     """HyperLogLog: active users on ``day`` whose ids are not small integers. TTL."""
     return f"{prefix()}{{au}}:hll:day:{day}"
 
 
-@family("{au}:bits:<period>:<first>:<last>", "string", DELETE)
-def active_bits_union(period: str, first: str, last: str) -> str:
-    """Bitmap: BITOP OR of the days ``first``..``last``. Short TTL."""
-    return f"{prefix()}{{au}}:bits:{period}:{first}:{last}"
+@family("{au}:bits:week:<week>", "string", DATED)
+def active_bits_week(week: str) -> str:
+    """Bitmap: bit N set when the user with integer id N was active in ISO ``week``. TTL."""
+    return f"{prefix()}{{au}}:bits:week:{week}"
 
 
-@family("{au}:hll:<period>:<first>:<last>", "string", DELETE)
-def active_hll_union(period: str, first: str, last: str) -> str:
-    """HyperLogLog: PFMERGE of the days ``first``..``last``. Short TTL."""
-    return f"{prefix()}{{au}}:hll:{period}:{first}:{last}"
+@family("{au}:bits:month:<month>", "string", DATED)
+def active_bits_month(month: str) -> str:
+    """Bitmap: bit N set when the user with integer id N was active in ``month``. TTL."""
+    return f"{prefix()}{{au}}:bits:month:{month}"
+
+
+@family("{au}:hll:week:<week>", "string", DATED)
+def active_hll_week(week: str) -> str:
+    """HyperLogLog: active users in ISO ``week`` whose ids are not small integers. TTL."""
+    return f"{prefix()}{{au}}:hll:week:{week}"
+
+
+@family("{au}:hll:month:<month>", "string", DATED)
+def active_hll_month(month: str) -> str:
+    """HyperLogLog: active users in ``month`` whose ids are not small integers. TTL."""
+    return f"{prefix()}{{au}}:hll:month:{month}"
 
 
 # --- navigation sessions and page-view statistics: all tagged {pv} -----------------------------

@@ -4,7 +4,8 @@
   128-bit id, field = the 16 raw bytes), counted per day and shard by the same Lua call; the
   counters are harvested with GETDEL into per-day accumulators (``bench/membership.py`` measured
   the structure against flat keys, sets and sorted sets).
-- Unique visitors per day: a HyperLogLog of visitor ids.
+- Unique visitors per day, ISO week and month: a HyperLogLog of visitor ids each, all three
+  written by the same visit, so a period's figure is one PFCOUNT.
 
 Per-day keys live as every per-day audience key does (``activity.store.daily``).
 """
@@ -13,17 +14,18 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from datetime import date
 
 from activity.calendar import day_name, day_number
 from activity.store import keys
-from activity.store.daily import day_ttl, live_days, queue_union_count
+from activity.store.daily import dated_keys, day_ttl, live_days, name_of
 from activity.store.scripts import LuaScript, Pipeline
 
 FIRST_VISIT = LuaScript("first_visit")
 HARVEST_COUNTER = LuaScript("harvest_counter")
 
+UNIQUE = (keys.unique_visitors, keys.unique_visitors_week, keys.unique_visitors_month)
 VISITOR_SHARDS = 16  # hash tags {vis:0}..{vis:15}; changing it re-homes every id, so it is fixed
 
 
@@ -58,22 +60,17 @@ def queue_visits(pipe: Pipeline, visits: Collection[tuple[bytes, date]], now: fl
         args = [day_number(day), ttls[day], *members]
         indexes.append(pipe.script(FIRST_VISIT, [keys.new_visitors(shard, day_name(day)), *hashes], args))
     for day, members in per_day.items():
-        key = keys.unique_visitors(day_name(day))
-        pipe.pfadd(key, *members)
-        pipe.expire(key, ttls[day])
+        for key, ttl in dated_keys(UNIQUE, day, now):
+            pipe.pfadd(key, *members)
+            pipe.expire(key, ttl)
     return indexes
 
 
-def queue_unique_day(pipe: Pipeline, day: date) -> list[int]:
+def queue_unique(pipe: Pipeline, period: str, day: date) -> list[int]:
+    """Queue the PFCOUNT of the unique visitors of the ``day``, ``week`` or ``month`` holding ``day``."""
     first = len(pipe)
-    pipe.pfcount(keys.unique_visitors(day_name(day)))
+    pipe.pfcount(UNIQUE[("day", "week", "month").index(period)](name_of(period, day)))
     return [first]
-
-
-def queue_unique_union(pipe: Pipeline, period: str, days: Sequence[date], cache_ms: int) -> list[int]:
-    names = [day_name(day) for day in days]
-    union = keys.unique_visitors_union(period, names[0], names[-1])
-    return [queue_union_count(pipe, "hll", union, list(map(keys.unique_visitors, names)), cache_ms)]
 
 
 def queue_new_visitors(pipe: Pipeline, day: date) -> list[int]:

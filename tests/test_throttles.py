@@ -1,0 +1,64 @@
+"""Throttles: one counter per client and window, X-Forwarded-For believed only from trusted proxies,
+bounded keys, and the OpenAPI document and docs page stay up while Redis is down."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from django.test import Client, override_settings
+
+from activity.store import keys
+from project.redis_server import free_port
+
+pytestmark = pytest.mark.django_db
+SCHEMA = "/api/v1/schema/"
+
+
+def rates(**overrides: str) -> override_settings:
+    framework = {**settings.REST_FRAMEWORK}
+    framework["DEFAULT_THROTTLE_RATES"] = {**framework["DEFAULT_THROTTLE_RATES"], **overrides}
+    return override_settings(REST_FRAMEWORK=framework)
+
+
+def counters(redis_client) -> dict[str, str]:
+    found = redis_client.scan_iter(match=f"{keys.prefix()}rate:*", count=1000)
+    return {key: redis_client.get(key) for key in found}
+
+
+def statuses(client: Client, n: int, **headers: str) -> list[int]:
+    return [client.get(SCHEMA, **headers).status_code for _ in range(n)]
+
+
+def test_a_rotating_forwarded_header_does_not_make_a_new_client(redis_client):
+    with rates(anon="3/min"):
+        codes = [
+            Client().get(SCHEMA, HTTP_X_FORWARDED_FOR=f"203.0.113.{n}", REMOTE_ADDR="198.51.100.7").status_code
+            for n in range(5)
+        ]
+    assert codes == [200, 200, 200, 429, 429]
+    assert list(counters(redis_client).values()) == ["5"]  # one counter, not one list entry per request
+
+
+def test_a_trusted_proxy_forwards_the_client_address(redis_client):
+    proxy = {"REMOTE_ADDR": "10.1.2.3"}
+    with rates(anon="2/min"), override_settings(ACTIVITY_TRUSTED_PROXIES="10.0.0.0/8"):
+        first = statuses(Client(), 3, HTTP_X_FORWARDED_FOR="203.0.113.1, 10.9.9.9", **proxy)
+        second = statuses(Client(), 2, HTTP_X_FORWARDED_FOR="spoofed, 203.0.113.2", **proxy)
+    assert first == [200, 200, 429]  # the client behind two trusted hops
+    assert second == [200, 200]  # another client; the untrusted left part is never read
+    assert sorted(key.split(":")[-2] for key in counters(redis_client)) == ["203.0.113.1", "203.0.113.2"]
+
+
+def test_keys_stay_short_whatever_the_headers(redis_client):
+    with rates(anon="100/min"), override_settings(ACTIVITY_TRUSTED_PROXIES="127.0.0.1"):
+        Client().get(SCHEMA, HTTP_X_FORWARDED_FOR="x" * 4000, REMOTE_ADDR="127.0.0.1")
+        Client().get(SCHEMA, HTTP_X_FORWARDED_FOR="1" * 4000, REMOTE_ADDR="198.51.100.7")
+    found = counters(redis_client)
+    assert len(found) == 2 and all(len(key) < len(keys.prefix()) + 80 for key in found)
+    assert all(0 < redis_client.ttl(key) <= 61 for key in found)
+
+
+def test_schema_and_docs_stay_up_while_redis_is_down():
+    with override_settings(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"):
+        assert Client().get(SCHEMA).status_code == 200
+        assert Client().get("/api/v1/docs/").status_code == 200

@@ -1,11 +1,16 @@
-"""Cached sorted reports: which reports exist, and when and by whom a copy is (re)built.
+"""Sorted reports: which reports exist, and when and by whom a copy is (re)built.
 
-A copy is built by one ``SORT ... STORE`` (``activity.store.reports``) and lives ``ttl + stale``
-seconds: fresh for ``ttl``, then kept ``stale`` seconds more so readers have something to serve
-while one client rebuilds. Only the holder of the report's lock runs SORT; other readers serve the
-stale copy or, when there is none, wait for the holder's release announcement (BLPOP), so any
-number of readers cause one build per expiry. A beat job rebuilds the reports read lately before
-they expire, so their readers keep hitting the cache.
+A ranked report (``most-active``) is a cached copy built by one ``SORT ... STORE`` over the top K
+of the period's ranking (``activity.store.reports``), never over every viewer. The copy lives
+``ttl + stale`` seconds: fresh for ``ttl``, then kept ``stale`` seconds more so readers have
+something to serve while one client rebuilds. Only the holder of the report's lock runs SORT;
+other readers serve the stale copy or, when there is none, wait for the holder's release
+announcement (BLPOP), so any number of readers cause one build per expiry. A beat job rebuilds the
+reports read lately before they expire, so their readers keep hitting the cache.
+
+The by-name report (``active-by-name``) lists every viewer, so no bounded copy could hold it and a
+full SORT would hold Redis for as long as there are viewers: it is read straight from the by-name
+index the page-view script keeps in order, a page per round trip, always current (``X-Cache: hit``).
 """
 
 from __future__ import annotations
@@ -26,13 +31,12 @@ PERIODS = ("day", "week")
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """How one report is built: SORT the period's viewers by ``order`` (``views`` or ``name``)."""
+    """One report: ``ranked`` (the ACTIVITY_REPORT_TOP most active, a cached copy) or not (every
+    viewer by name, from the index)."""
 
     name: str
     description: str
-    order: str
-    desc: bool = False
-    top: bool = False  # keep only the first ACTIVITY_REPORT_TOP rows (SORT ... LIMIT)
+    ranked: bool
 
 
 REGISTRY: dict[str, Report] = {
@@ -41,14 +45,12 @@ REGISTRY: dict[str, Report] = {
         Report(
             "most-active",
             "Users ranked by page views in the period (UTC day, or ISO week with period=week), top N.",
-            order="views",
-            desc=True,
-            top=True,
+            ranked=True,
         ),
         Report(
             "active-by-name",
             "Users with page views in the period, by username (A-Z; the user id when none is known).",
-            order="name",
+            ranked=False,
         ),
     )
 }
@@ -126,17 +128,21 @@ def read_copy(report: Report, period: str, now: float, number: int, size: int, p
 def build_copy(report: Report, period: str, now: float, policy: Policy) -> None:
     """Run the report's SORT now, lock or not (``page`` calls it only behind the lock, or when no
     holder announced a build in time; ``bench/reports.py`` calls it bare as the naive cache)."""
-    store.build(
-        get_client(),
-        _copy_id(report, period, now),
-        calendar.period_name(period, calendar.day_of(now)),
-        report.order,
-        desc=report.desc,
-        alpha=report.order == "name",
-        limit=policy.top if report.top else None,
-        keep_ms=policy.ttl_ms + policy.stale_ms,
-        now=now,
-    )
+    period_key = calendar.period_name(period, calendar.day_of(now))
+    keep_ms = policy.ttl_ms + policy.stale_ms
+    store.build_ranked(get_client(), _copy_id(report, period, now), period_key, policy.top, keep_ms, now)
+
+
+def _read_index(period: str, now: float, number: int, size: int, policy: Policy) -> Snapshot:
+    """A page of the by-name index: current as of now, so fresh for a report TTL like a new copy."""
+    first = (number - 1) * size
+    period_key = calendar.period_name(period, calendar.day_of(now))
+    count, found = store.read_by_name(get_client(), period_key, first, size)
+    rows = [
+        {"rank": first + index + 1, "user": user, "name": name, "views": views}
+        for index, (user, name, views) in enumerate(found)
+    ]
+    return Snapshot(generated_at=now, expires_in=policy.ttl_ms / 1000, fresh=True, count=count, rows=rows)
 
 
 def _fresh_for_ms(report: Report, period: str, now: float, policy: Policy) -> int:
@@ -168,6 +174,8 @@ def page(name: str, period: str = "day", number: int = 1, size: int = 50) -> tup
     ``stale`` (old copy while another client rebuilds) or ``miss`` (built now, by this reader or by
     the holder it waited for). Raises ``UnknownReport``."""
     report, policy, now = _report(name), Policy.current(), clock.now()
+    if not report.ranked:
+        return _read_index(period, now, number, size, policy), "hit"
     found = read_copy(report, period, now, number, size, policy)
     if found is not None and found.fresh:
         return found, "hit"
@@ -198,7 +206,7 @@ def refresh() -> int:
     built = 0
     for marker in store.read_since(get_client(), now - policy.read_window_s):
         name, _, period = marker.rpartition(":")
-        if name not in REGISTRY or period not in PERIODS:
+        if name not in REGISTRY or period not in PERIODS or not REGISTRY[name].ranked:
             continue
         report = REGISTRY[name]
         if _fresh_for_ms(report, period, now, policy) > margin_ms:
@@ -208,7 +216,10 @@ def refresh() -> int:
 
 
 def rebuild(name: str, period: str = "day") -> str:
-    """Rebuild a report now, fresh copy or not (the admin's "recompute now"): ``built``, or ``busy``
-    when another client holds its rebuild lock (that build is the recompute). Raises ``UnknownReport``."""
-    policy = Policy.current()
-    return _build_unless_fresh(_report(name), period, clock.now(), policy, margin_ms=policy.ttl_ms)
+    """Rebuild a report now, fresh copy or not (the admin's "recompute now"): ``built``, ``busy``
+    when another client holds its rebuild lock (that build is the recompute), or ``fresh`` for a
+    report read from its index (always current). Raises ``UnknownReport``."""
+    report, policy = _report(name), Policy.current()
+    if not report.ranked:
+        return "fresh"
+    return _build_unless_fresh(report, period, clock.now(), policy, margin_ms=policy.ttl_ms)

@@ -1,16 +1,20 @@
 -- Record a batch of page views: append each to its user's navigation session (RPUSH, LTRIM to the
 -- newest N, PEXPIRE to the session window) and count views, sessions started, paths and viewers.
 -- A view whose RPUSH answers 1 began a new list, so it began a new session.
+-- The reports' structures are kept current here, so no report ever sorts every viewer: each
+-- period's ranking (user -> views) and its by-name index ("name NUL user", score 0). When a view
+-- brings a new username, the user's old entry leaves the index in the same step.
 -- The day's paths keep the most viewed: when a new path takes the set past the cap plus the slack,
 -- the fewest viewed are removed down to the cap. A trim removes at most slack + 1 members, once per
 -- slack + 1 new paths, so the cost stays amortized O(log N) per view.
 --
--- KEYS     9 per view, in this order:
+-- KEYS     11 per view, in this order:
 --          1 the user's session list            2 the user's views that day (string)
 --          3 the user's views that week (string) 4 the user's display name (string)
 --          5 sessions started that day (string)  6 page views that day (string)
---          7 views per path that day (zset)      8 users with views that day (set)
---          9 users with views that week (set)
+--          7 views per path that day (zset)      8 the day's ranking (zset user -> views)
+--          9 the week's ranking (zset)           10 the day's by-name index (zset)
+--          11 the week's by-name index (zset)
 -- ARGV[1]  session window, milliseconds
 -- ARGV[2]  pages kept per session (N >= 1)
 -- ARGV[3]  TTL of the per-day keys, seconds
@@ -20,8 +24,8 @@
 -- ARGV[7..] 4 per view: user id, entry (JSON: path and ts), path, username ('' when unknown: the
 --          user id stands in until a username is known, and never replaces one)
 -- Returns  the number of views that started a new session.
-if #ARGV < 6 or (#ARGV - 6) % 4 ~= 0 or #KEYS ~= 9 * ((#ARGV - 6) / 4) then
-  return redis.error_reply('session_record: expected 6 arguments, then 4 arguments and 9 keys per view')
+if #ARGV < 6 or (#ARGV - 6) % 4 ~= 0 or #KEYS ~= 11 * ((#ARGV - 6) / 4) then
+  return redis.error_reply('session_record: expected 6 arguments, then 4 arguments and 11 keys per view')
 end
 local window, keep = tonumber(ARGV[1]), tonumber(ARGV[2])
 local day_ttl, week_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -35,7 +39,7 @@ end
 
 local started = 0
 for view = 0, (#ARGV - 6) / 4 - 1 do
-  local k, a = 9 * view, 6 + 4 * view
+  local k, a = 11 * view, 6 + 4 * view
   local user, entry, path, name = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
 
   if redis.call('RPUSH', KEYS[k + 1], entry) == 1 then
@@ -50,12 +54,19 @@ for view = 0, (#ARGV - 6) / 4 - 1 do
   redis.call('EXPIRE', KEYS[k + 2], day_ttl)
   redis.call('INCR', KEYS[k + 3])
   redis.call('EXPIRE', KEYS[k + 3], week_ttl)
+  -- The name the reports show: a known username, else the one already set, else the user id.
+  local old
   if name == '' then
-    redis.call('SET', KEYS[k + 4], user, 'NX')
+    old = redis.call('SET', KEYS[k + 4], user, 'NX', 'GET')
+    name = old or user
   else
-    redis.call('SET', KEYS[k + 4], name)
+    old = redis.call('SET', KEYS[k + 4], name, 'GET')
   end
   redis.call('EXPIRE', KEYS[k + 4], week_ttl)
+  if old and old ~= name then
+    redis.call('ZREM', KEYS[k + 10], old .. '\0' .. user)
+    redis.call('ZREM', KEYS[k + 11], old .. '\0' .. user)
+  end
 
   redis.call('INCR', KEYS[k + 6])
   redis.call('EXPIRE', KEYS[k + 6], day_ttl)
@@ -64,9 +75,13 @@ for view = 0, (#ARGV - 6) / 4 - 1 do
     redis.call('ZREMRANGEBYRANK', KEYS[k + 7], 0, -max_paths - 1)
   end
   redis.call('EXPIRE', KEYS[k + 7], day_ttl)
-  redis.call('SADD', KEYS[k + 8], user)
+  redis.call('ZINCRBY', KEYS[k + 8], 1, user)
   redis.call('EXPIRE', KEYS[k + 8], day_ttl)
-  redis.call('SADD', KEYS[k + 9], user)
+  redis.call('ZINCRBY', KEYS[k + 9], 1, user)
   redis.call('EXPIRE', KEYS[k + 9], week_ttl)
+  redis.call('ZADD', KEYS[k + 10], 0, name .. '\0' .. user)
+  redis.call('EXPIRE', KEYS[k + 10], day_ttl)
+  redis.call('ZADD', KEYS[k + 11], 0, name .. '\0' .. user)
+  redis.call('EXPIRE', KEYS[k + 11], week_ttl)
 end
 return started

@@ -51,7 +51,9 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "page_views": (("20261123",), 8 * DAY),
     "path_views": (("20261123",), 8 * DAY),
     "user_views": (("d:20261123", "42"), 15 * DAY),
-    "viewers": (("w:2026W48",), 15 * DAY),
+    "view_ranking": (("w:2026W48",), 15 * DAY),
+    "viewers_by_name": (("d:20261123",), 15 * DAY),
+    "report_candidates": (("most-active:day:20261123",), GONE),
     "report_rows": (("most-active:day:20261123",), GONE),
     "report_meta": (("most-active:day:20261123",), GONE),
     "reports_read": ((), 600),
@@ -188,4 +190,4 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
         assert before[key] - DRIFT <= after[key] <= before[key], key  # only time passed
     # Every family was written, except those that exist only mid-flush or mid-build.
     unwritten = {fam.pattern for fam in keys.FAMILIES} - set(found)
-    assert unwritten == {"{ls}:claimed", "{grp}:build:<group_id>:<token>"}
+    assert unwritten == {"{ls}:claimed", "{grp}:build:<group_id>:<token>", "{pv}:report:<report_id>:candidates"}

@@ -338,10 +338,23 @@ def user_views_pattern(period: str) -> str:
     return user_views(period, "*")
 
 
-@family("{pv}:viewers:<period>", "set", _page_stats(weekly=True))
-def viewers(period: str) -> str:
-    """Set: users with at least one page view in ``period`` (TTL: as the period's counters)."""
-    return f"{prefix()}{PV_TAG}:viewers:{period}"
+@family("{pv}:rank:<period>", "zset", _page_stats(weekly=True))
+def view_ranking(period: str) -> str:
+    """Sorted set: user id -> page views in ``period``, kept current by the page-view script; the
+    ``most-active`` report's candidates are its top K (TTL: as the period's counters)."""
+    return f"{prefix()}{PV_TAG}:rank:{period}"
+
+
+# The display name never holds a NUL (Django usernames and user ids cannot), so "name NUL user"
+# sorts by name, then by user id, byte by byte.
+NAME_SEPARATOR = "\0"
+
+
+@family("{pv}:byname:<period>", "zset", _page_stats(weekly=True))
+def viewers_by_name(period: str) -> str:
+    """Sorted set, every score 0: member = display name, NUL, user id, for each user with page views
+    in ``period``; the ``active-by-name`` report pages it by rank (TTL: as the period's counters)."""
+    return f"{prefix()}{PV_TAG}:byname:{period}"
 
 
 # --- cached reports: tagged {pv} too, so SORT's source, patterns and STORE share one slot ------
@@ -352,6 +365,12 @@ def viewers(period: str) -> str:
 def report_rows(report_id: str) -> str:
     """List: a report's rows as SORT ... STORE wrote them (TTL = report TTL + stale grace)."""
     return f"{prefix()}{PV_TAG}:report:{report_id}:rows"
+
+
+@family("{pv}:report:<report_id>:candidates", "zset", DELETE)
+def report_candidates(report_id: str) -> str:
+    """Sorted set: the top K of a ranking, copied for one SORT and deleted in the same MULTI."""
+    return f"{prefix()}{PV_TAG}:report:{report_id}:candidates"
 
 
 @family("{pv}:report:<report_id>:meta", "string", DELETE)

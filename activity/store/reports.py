@@ -1,25 +1,28 @@
-"""Cached sorted reports in Redis: one ``SORT ... STORE`` per build, pages read with ``LRANGE``.
+"""Sorted reports in Redis, each command's work bounded whatever the number of viewers.
 
-A copy is the flattened ``GET`` values of one SORT (user id, display name, views, per row) stored
-in a list, plus a meta key holding when it was built; both live ``keep_ms``. Which report to build
-when, and who may build it, is decided above the store (``activity.reports``).
+The page-view script keeps, per day and ISO week, a ranking (user -> views) and a by-name index
+("name NUL user", score 0), so no report ever sorts every viewer:
+
+- a ranked report's copy is built by copying the ranking's top K into a candidates set
+  (ZRANGESTORE ... REV LIMIT) and one ``SORT candidates BY views DESC GET # GET name GET views
+  STORE`` of those K, in one MULTI: O(K log N). Its rows and a meta key (build time) live
+  ``keep_ms``; pages are read with ``LRANGE``;
+- the by-name report is the index itself, read a page at a time by rank with each user's views
+  (``lua/report_by_name.lua``): O(log N + page), always current, nothing to rebuild.
+
+Which report to build when, and who may build it, is decided above the store (``activity.reports``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from activity.store import keys
 from activity.store.client import Client
+from activity.store.scripts import LuaScript
 
-COLUMNS = ("user", "name", "views")  # the GET patterns of every report, in this order
-
-# The BY pattern of each ordering, for a period's key name.
-ORDERS: dict[str, Callable[[str], str]] = {
-    "views": keys.user_views_pattern,
-    "name": lambda period_key: keys.display_name_pattern(),
-}
+COLUMNS = ("user", "name", "views")  # the GET patterns of a ranked report, in this order
+BY_NAME = LuaScript("report_by_name")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,33 +54,36 @@ def read(client: Client, report_id: str, first: int, size: int, marker: str, now
     return Copy(generated_at=float(generated), pttl_ms=pttl, count=length // width, rows=rows)
 
 
-def build(
-    client: Client,
-    report_id: str,
-    period_key: str,
-    order: str,
-    *,
-    desc: bool,
-    alpha: bool,
-    limit: int | None,
-    keep_ms: int,
-    now: float,
-) -> None:
-    """Exactly one SORT of the period's viewers ... STORE, then EXPIRE and the meta, in one MULTI."""
+def build_ranked(client: Client, report_id: str, period_key: str, top: int, keep_ms: int, now: float) -> None:
+    """The ``top`` users by views in the period, most first (ties: user id descending, as SORT
+    breaks them), with names and views: one MULTI of ZRANGESTORE of the ranking's top K, one SORT
+    of those K ... STORE, the candidates' DEL, the rows' PEXPIRE and the meta."""
+    candidates = keys.report_candidates(report_id)
     pipe = client.pipeline(transaction=True)
+    pipe.zrangestore(candidates, keys.view_ranking(period_key), 0, top - 1, desc=True)
     pipe.sort(
-        keys.viewers(period_key),
-        by=ORDERS[order](period_key),
+        candidates,
+        by=keys.user_views_pattern(period_key),
         get=["#", keys.display_name_pattern(), keys.user_views_pattern(period_key)],
-        desc=desc,
-        alpha=alpha,
-        start=0 if limit is not None else None,
-        num=limit,
+        desc=True,
+        start=0,
+        num=top,
         store=keys.report_rows(report_id),
     )
+    pipe.delete(candidates)
     pipe.pexpire(keys.report_rows(report_id), keep_ms)
     pipe.set(keys.report_meta(report_id), repr(now), px=keep_ms)
     pipe.execute()
+
+
+def read_by_name(client: Client, period_key: str, first: int, size: int) -> tuple[int, list[tuple[str, str, int]]]:
+    """(users in the index, rows ``first``.. of the by-name index as (user, name, views)). One EVALSHA."""
+    reply = BY_NAME(client, [keys.viewers_by_name(period_key), keys.view_ranking(period_key)], [first, size])
+    rows = []
+    for member, views in zip(reply[1::2], reply[2::2], strict=True):
+        name, _, user = member.partition(keys.NAME_SEPARATOR)
+        rows.append((user, name, int(views)))
+    return reply[0], rows
 
 
 def pttl_ms(client: Client, report_id: str) -> int:

@@ -64,8 +64,10 @@ def queue_record(pipe: Pipeline, views: Sequence[PageView], window_s: int, max_p
             keys.sessions_started(name),
             keys.page_views(name),
             keys.path_views(name),
-            keys.viewers(day),
-            keys.viewers(week),
+            keys.view_ranking(day),
+            keys.view_ranking(week),
+            keys.viewers_by_name(day),
+            keys.viewers_by_name(week),
         ]
         entry = json.dumps({"path": view.path, "ts": view.ts}, separators=(",", ":"))
         args += [view.user, entry, view.path, view.name or ""]

@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test bench lint format
+.PHONY: run dev test bench bench-http lint format
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -11,14 +11,23 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
+# gunicorn (project/gunicorn.conf.py; WEB_CONCURRENCY workers) after collectstatic, plus Celery worker and beat.
 run: $(VENV)/.installed
 	$(PY) -m project.run
+
+# The same with Django's development server (autoreload, DEBUG on) in place of gunicorn.
+dev: $(VENV)/.installed
+	$(PY) -m project.run --dev
 
 test: $(VENV)/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
 	$(PY) -m bench.last_seen
+
+# Needs Debian's wrk (apt-get install wrk).
+bench-http: $(VENV)/.installed
+	$(PY) -m bench.http
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -59,7 +59,9 @@ class PrivateRedis:
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         args += ["--dir", self._dir.name, "--logfile", str(log)]
         args += self.args
-        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL)
+        # Its own process group: a terminal's Ctrl-C reaches the processes using it (Celery's warm
+        # shutdown still talks to it), and whoever started it stops it last.
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, process_group=0)
         deadline = time.monotonic() + wait
         try:
             while not answers(self.url, timeout=0.2):

@@ -1,0 +1,457 @@
+"""The service over HTTP under the production server, driven by wrk (``python -m bench.http``).
+
+One run starts gunicorn as ``make run`` does (``project/gunicorn.conf.py``; 4 workers) on a free
+loopback port, against a private redis-server and a SQLite file in a temporary directory, and
+measures side by side, in interleaved rounds (A, B, C, ..., A, B, C, ...; each case's median kept),
+with 32 connections:
+
+- the floor: a bare Django view behind the same server and middleware, tracking nothing (its path
+  is in ``ACTIVITY_TRACK_EXCLUDE_PATHS``), anonymous and signed in,
+- the same view tracked: an anonymous visitor sending its visitor cookie back, a signed-in user,
+- ``POST /api/v1/events/`` with 1, 100 and 1,000 events (token auth; the server stamps the time,
+  so every request moves those users' last seen),
+- ``GET /api/v1/users/<u>/last-seen/`` and ``GET /api/v1/online/`` (one page of 10,000 online users).
+
+It prints requests/s, events/s, p50 and p99 and each case's ratio to the floor, checks them against
+the issue's targets, and writes ``bench/results/http.json`` and ``http.md``. ``--with-granian`` also
+runs every case against granian (same workers and threads), interleaved with gunicorn's, for the
+README's choice of server. wrk is Debian's ``wrk`` package (``apt-get install wrk``); its script is
+``bench/http_wrk.lua``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from http.cookies import SimpleCookie
+from pathlib import Path
+from typing import Any
+
+from bench import harness
+from project.redis_server import PrivateRedis, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+WRK_SCRIPT = Path(__file__).resolve().parent / "http_wrk.lua"
+HOST = "127.0.0.1"
+FLOOR_PATH = "/bench/floor/"
+PAGE_PATH = "/bench/page/"
+EXCLUDED = "/static/,/media/,/healthz,/favicon.ico," + FLOOR_PATH
+ONLINE_USERS = 10_000
+UNLIMITED = "100000000/min"
+
+
+@dataclass
+class Case:
+    """One wrk run: a request (method, URL, headers, body) and the events each request carries."""
+
+    key: str
+    name: str
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    method: str = "GET"
+    events: int = 0
+    body: Path | None = None
+
+
+@dataclass
+class Sample:
+    rate: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+
+@dataclass
+class Server:
+    """A server under test on its own port, started in its own process group (stopped whole)."""
+
+    name: str
+    command: list[str]
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def start(self, log: Path) -> None:
+        env = {**os.environ, "HOST": HOST, "PORT": str(self.port)}
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                self.command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + 60
+        while not answers(self.base + FLOOR_PATH):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{self.name} did not start; its log:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        except ProcessLookupError:
+            pass
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def servers(workers: int, threads: int, with_granian: bool) -> list[Server]:
+    """gunicorn as ``make run`` starts it; granian with the same processes and threads if asked."""
+    found = [Server("gunicorn", [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "project" / "gunicorn.conf.py")])]
+    if with_granian:
+        granian = Server("granian", [])
+        options = ["--interface", "wsgi", "--host", HOST, "--port", str(granian.port), "--no-ws"]
+        options += ["--workers", str(workers), "--blocking-threads", str(threads)]
+        granian.command = [sys.executable, "-m", "granian", *options, "project.wsgi:application"]
+        found.append(granian)
+    return found
+
+
+def configure(tmp: Path, redis_url: str, workers: int, threads: int) -> None:
+    """Environment shared by this process (Django, for the set-up) and the servers it starts."""
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "bench.http_settings",
+            "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
+            "REDIS_URL": redis_url,
+            "ACTIVITY_KEY_PREFIX": "act:",
+            "ACTIVITY_TRACK_EXCLUDE_PATHS": EXCLUDED,
+            "ACTIVITY_THROTTLE_INGEST": UNLIMITED,
+            "ACTIVITY_THROTTLE_READ": UNLIMITED,
+            "WEB_CONCURRENCY": str(workers),
+            "WEB_THREADS": str(threads),
+        }
+    )
+
+
+def prepare_database() -> dict[str, str]:
+    """Migrate, then make the clients' credentials: a staff token, a member's session cookie."""
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+    from rest_framework.authtoken.models import Token
+
+    call_command("migrate", verbosity=0)
+    users = get_user_model().objects
+    staff = users.create_user("bench-staff", is_staff=True)
+    browser = Client()
+    browser.force_login(users.create_user("bench-member"))
+    return {
+        "token": Token.objects.create(user=staff).key,
+        "session": f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}",
+    }
+
+
+def seed_online() -> None:
+    """10,000 users seen now, so the online page and last seen read real data."""
+    from activity import clock, services
+    from activity.events import Event
+
+    for start in range(0, ONLINE_USERS, 1000):
+        services.record_events([Event(f"s{n}", clock.now()) for n in range(start, start + 1000)])
+
+
+def visitor_cookie(base: str) -> str:
+    """The visitor cookie the service hands an anonymous browser on its first page."""
+    from activity import conf
+
+    with urllib.request.urlopen(base + PAGE_PATH, timeout=5) as reply:
+        cookie = SimpleCookie()
+        for header in reply.headers.get_all("Set-Cookie") or []:
+            cookie.load(header)
+    name = conf.settings.VISITOR_COOKIE_NAME
+    return f"{name}={cookie[name].value}"
+
+
+def cases(base: str, tmp: Path, credentials: dict[str, str], visitor: str) -> list[Case]:
+    token = {"Authorization": f"Token {credentials['token']}"}
+    session = {"Cookie": credentials["session"]}
+    posts = []
+    for count in (1, 100, 1000):
+        body = tmp / f"events-{count}.json"
+        body.write_text(json.dumps({"events": [{"user": f"u{n}"} for n in range(count)]}))
+        name = f"POST /api/v1/events/, {count:,} event{'s' if count > 1 else ''}"
+        url = base + "/api/v1/events/"
+        posts.append(Case(f"post_{count}", name, url, token, method="POST", events=count, body=body))
+    return [
+        Case("floor", "floor: bare view, anonymous, not tracked", base + FLOOR_PATH),
+        Case("floor_signed_in", "bare view, signed in, not tracked", base + FLOOR_PATH, session),
+        Case("page_anonymous", "same view tracked, anonymous visitor (cookie)", base + PAGE_PATH, {"Cookie": visitor}),
+        Case("page_signed_in", "same view tracked, signed in (session)", base + PAGE_PATH, session),
+        *posts,
+        Case("last_seen", "GET /api/v1/users/<u>/last-seen/", base + "/api/v1/users/s1/last-seen/", token),
+        Case("online", "GET /api/v1/online/ (one page)", base + "/api/v1/online/", token),
+    ]
+
+
+def redis_commands_per_request(case: Case, count: int = 20) -> float:
+    """Commands Redis ran per request of ``case`` (those inside scripts included): proves that the
+    floors track nothing and the tracked pages do."""
+    from activity.store.client import get_client
+
+    client = get_client()
+    before = client.info("stats")["total_commands_processed"]
+    while True:  # until the requests wrk left in flight are done: only our INFO runs in between
+        time.sleep(0.2)
+        before, last = client.info("stats")["total_commands_processed"], before
+        if before == last + 1:
+            break
+    for _ in range(count):
+        request = urllib.request.Request(case.url, headers=case.headers, method=case.method)
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            reply.read()
+    after = client.info("stats")["total_commands_processed"]
+    return (after - before - 1) / count  # less the first INFO itself
+
+
+def check_tracking(all_cases: list[Case]) -> dict[str, float]:
+    """Redis commands per request of the page cases; raises unless the floors cost none and the
+    tracked pages some (else the ratios would compare the wrong things)."""
+    pages = ("floor", "floor_signed_in", "page_anonymous", "page_signed_in")
+    found = {case.key: redis_commands_per_request(case) for case in all_cases if case.key in pages}
+    if (
+        max(found["floor"], found["floor_signed_in"]) >= 0.5
+        or min(found["page_anonymous"], found["page_signed_in"]) < 1
+    ):
+        raise RuntimeError(f"the floors must track nothing and the tracked pages must: {found}")
+    return found
+
+
+def run_wrk(case: Case, seconds: int, connections: int) -> Sample:
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s", "-s", str(WRK_SCRIPT)]
+    for name, value in case.headers.items():
+        command += ["-H", f"{name}: {value}"]
+    command += [case.url, "--", case.method] + ([str(case.body)] if case.body else [])
+    done = subprocess.run(command, capture_output=True, text=True)
+    line = next((line for line in done.stdout.splitlines() if line.startswith("WRK_JSON ")), None)
+    if done.returncode or line is None:
+        raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr or done.stdout}")
+    found = json.loads(line.removeprefix("WRK_JSON "))
+    errors = sum(found[k] for k in ("connect_errors", "read_errors", "write_errors", "timeouts", "bad_status"))
+    return Sample(
+        rate=found["requests"] / (found["duration_us"] / 1e6),
+        p50_ms=found["p50_us"] / 1000,
+        p99_ms=found["p99_us"] / 1000,
+        errors=errors,
+    )
+
+
+def measure(
+    plan: dict[str, list[Case]], rounds: int, seconds: int, connections: int
+) -> dict[str, dict[str, list[Sample]]]:
+    """Interleaved rounds (each case on each server in turn), so every case and server meets the same
+    background load, after one second of each (every worker imports its code, opens connections)."""
+    names = list(plan)
+    for name in names:
+        for case in plan[name]:
+            run_wrk(case, 1, connections)
+    samples: dict[str, dict[str, list[Sample]]] = {name: {case.key: [] for case in plan[name]} for name in names}
+    for number in range(rounds):
+        for index in range(len(plan[names[0]])):
+            for name in names:
+                case = plan[name][index]
+                sample = run_wrk(case, seconds, connections)
+                if sample.errors:
+                    raise RuntimeError(f"{name}, {case.name}: {sample.errors} failed requests (non-2xx or socket)")
+                samples[name][case.key].append(sample)
+        print(f"round {number + 1}/{rounds} done", flush=True)
+    return samples
+
+
+def median_ratio(a: list[Sample], b: list[Sample]) -> float:
+    """The median of the per-round ratios of rates: each round's pair ran under the same load."""
+    return statistics.median(x.rate / y.rate for x, y in zip(a, b, strict=True))
+
+
+def summarize(all_cases: list[Case], samples: dict[str, list[Sample]]) -> dict[str, dict[str, Any]]:
+    """Each case's medians, and its ratio to the floor (and to the signed-in floor)."""
+    rows = {}
+    for case in all_cases:
+        runs = samples[case.key]
+        rate = statistics.median(s.rate for s in runs)
+        p50, p99 = statistics.median(s.p50_ms for s in runs), statistics.median(s.p99_ms for s in runs)
+        rows[case.key] = {
+            "case": case.name,
+            "requests_per_s": rate,
+            "events_per_s": rate * case.events if case.events else None,
+            "p50_ms": p50,
+            "p99_ms": p99,
+            "p99_over_p50": p99 / p50,
+            "vs_floor": median_ratio(runs, samples["floor"]),
+            "vs_signed_in_floor": median_ratio(runs, samples["floor_signed_in"]),
+            "requests_per_s_each_round": [round(s.rate, 1) for s in runs],
+        }
+    return rows
+
+
+def targets(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The issue's targets against this run's figures."""
+    batch = max(("post_100", "post_1000"), key=lambda key: rows[key]["events_per_s"])
+    found = [
+        ("POST 1 event >= 0.60x floor", rows["post_1"]["vs_floor"], 0.60, "x"),
+        ("tracked page >= 0.90x untracked, anonymous", rows["page_anonymous"]["vs_floor"], 0.90, "x"),
+        ("tracked page >= 0.90x untracked, signed in", rows["page_signed_in"]["vs_signed_in_floor"], 0.90, "x"),
+        (f"batched ingest >= 60,000 events/s ({rows[batch]['case'][22:]})", rows[batch]["events_per_s"], 60_000, ""),
+        ("GET last-seen >= 0.70x floor", rows["last_seen"]["vs_floor"], 0.70, "x"),
+    ]
+    result = [{"target": name, "measured": got, "met": got >= bound, "unit": unit} for name, got, bound, unit in found]
+    over = [row["case"] for row in rows.values() if row["p99_over_p50"] > 3]
+    worst = max(row["p99_over_p50"] for row in rows.values())
+    label = f"p99 <= 3x p50 in every case ({len(over)} of {len(rows)} over{': ' + '; '.join(over) if over else ''})"
+    result.append({"target": label, "measured": worst, "met": not over, "unit": "x"})
+    return result
+
+
+def compare(
+    reference: dict[str, list[Sample]], other: dict[str, list[Sample]], rows: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, float]]:
+    """Another server's rate per case, as a multiple of the reference server's."""
+    return {
+        key: {
+            "requests_per_s": statistics.median(s.rate for s in other[key]),
+            "p99_ms": statistics.median(s.p99_ms for s in other[key]),
+            "vs_reference": median_ratio(other[key], reference[key]),
+            "reference_requests_per_s": rows[key]["requests_per_s"],
+        }
+        for key in reference
+    }
+
+
+def fmt(value: float | None, digits: int = 0) -> str:
+    return "" if value is None else f"{value:,.{digits}f}"
+
+
+def markdown(table: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table[1:]])
+
+
+def report(rows: dict[str, dict[str, Any]], results: dict[str, Any]) -> None:
+    table = [["case", "req/s", "events/s", "p50 ms", "p99 ms", "p99/p50", "vs floor"]]
+    for key, row in rows.items():
+        ratio = f"{row['vs_floor']:.2f}x"
+        if key == "page_signed_in":
+            ratio += f" ({row['vs_signed_in_floor']:.2f}x signed-in floor)"
+        table.append(
+            [
+                row["case"],
+                fmt(row["requests_per_s"]),
+                fmt(row["events_per_s"]),
+                fmt(row["p50_ms"], 1),
+                fmt(row["p99_ms"], 1),
+                f"{row['p99_over_p50']:.1f}",
+                ratio,
+            ]
+        )
+    goals = [["target (issue 15)", "measured", "met"]]
+    for goal in results["targets"]:
+        measured = f"{goal['measured']:.2f}x" if goal["unit"] == "x" else fmt(goal["measured"])
+        goals.append([goal["target"], measured, "yes" if goal["met"] else "no"])
+    commands = ", ".join(f"{key} {per:.1f}" for key, per in results["redis_commands_per_request"].items())
+    notes = (
+        f"gunicorn gthread, {results['workers']} workers x {results['threads']} threads, DEBUG off, SQLite, private "
+        f"redis-server; wrk with 1 thread and {results['connections']} connections on loopback, "
+        f"{results['seconds']} s per case, medians of {results['rounds']} interleaved rounds (wrk and the server "
+        "share the machine's cores). Ratios are medians of per-round ratios. Ingest events carry a user and no "
+        "time (the server stamps it, so every request moves last seen). Redis commands run per request (inside "
+        f"scripts included): {commands}. Command: `python -m bench.http{results['flags']}`.\n\n" + markdown(goals)
+    )
+    if "granian" in results:
+        versus = [["case", "gunicorn req/s", "granian req/s", "granian / gunicorn", "granian p99 ms"]]
+        for key, row in results["granian"].items():
+            versus.append(
+                [
+                    rows[key]["case"],
+                    fmt(row["reference_requests_per_s"]),
+                    fmt(row["requests_per_s"]),
+                    f"{row['vs_reference']:.2f}x",
+                    fmt(row["p99_ms"], 1),
+                ]
+            )
+        notes += (
+            f"\n\ngranian {results['granian_version']} (WSGI, same workers, `--blocking-threads "
+            f"{results['threads']}`), interleaved with the runs above (`--with-granian`):\n\n" + markdown(versus)
+        )
+    harness.write("http", results, table, notes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=4, help="per case and round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=4, help="per worker")
+    parser.add_argument("--with-granian", action="store_true", help="also run each case against granian")
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        sys.exit("wrk is missing: apt-get install wrk")
+    if args.with_granian and importlib.util.find_spec("granian") is None:
+        sys.exit("granian is missing: .venv/bin/pip install granian")
+    under_test = servers(args.workers, args.threads, args.with_granian)
+    with tempfile.TemporaryDirectory(prefix="activity-http-bench-") as name, PrivateRedis() as redis_server:
+        tmp = Path(name)
+        configure(tmp, redis_server.url, args.workers, args.threads)
+        credentials = prepare_database()
+        seed_online()
+        try:
+            for server in under_test:
+                server.start(tmp / f"{server.name}.log")
+            visitor = visitor_cookie(under_test[0].base)
+            plan = {server.name: cases(server.base, tmp, credentials, visitor) for server in under_test}
+            per_request = check_tracking(plan["gunicorn"])
+            samples = measure(plan, args.rounds, args.seconds, args.connections)
+        finally:
+            for server in under_test:
+                server.stop()
+    rows = summarize(plan["gunicorn"], samples["gunicorn"])
+    results: dict[str, Any] = {
+        "server": "gunicorn",
+        "workers": args.workers,
+        "threads": args.threads,
+        "connections": args.connections,
+        "seconds": args.seconds,
+        "rounds": args.rounds,
+        "flags": " --with-granian" if args.with_granian else "",
+        "redis_commands_per_request": per_request,
+        "cases": rows,
+        "targets": targets(rows),
+    }
+    if args.with_granian:
+        from importlib.metadata import version
+
+        results["granian_version"] = version("granian")
+        results["granian"] = compare(samples["gunicorn"], samples["granian"], rows)
+    report(rows, results)
+
+
+if __name__ == "__main__":
+    main()

@@ -60,6 +60,13 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_PAGE_STATS_DAYS": 8,
     # Distinct paths kept per day in the top-paths statistics (the most viewed survive).
     "ACTIVITY_PAGE_STATS_MAX_PATHS": 10000,
+    # Page transitions (previous page -> next page, per day), counted by the page-view script, and
+    # the next pages kept per page and day (the most frequent survive).
+    "ACTIVITY_TRANSITIONS": True,
+    "ACTIVITY_TRANSITIONS_MAX_NEXT": 50,
+    # Recommendations: days of transitions merged, and the latest session pages they start from.
+    "ACTIVITY_RECOMMEND_DAYS": 7,
+    "ACTIVITY_RECOMMEND_RECENT_PAGES": 5,
     # Cached reports: stale copy kept this long past the TTL, rows of ranked reports, bounded wait
     # for another client's rebuild, and the beat refresh of reports read in the last READ_WINDOW.
     "ACTIVITY_REPORT_STALE": 30,

@@ -64,3 +64,7 @@ class DayOutOfRange(ActivityError, ValueError):
 
 class UnknownReport(ActivityError, KeyError):
     """No report has this name."""
+
+
+class UnknownPath(ActivityError, ValueError):
+    """No page followed this one in the recommendation window (or it is never recorded)."""

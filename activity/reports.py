@@ -5,8 +5,9 @@ of the period's ranking (``activity.store.reports``), never over every viewer. T
 ``ttl + stale`` seconds: fresh for ``ttl``, then kept ``stale`` seconds more so readers have
 something to serve while one client rebuilds. Only the holder of the report's lock runs SORT;
 other readers serve the stale copy or, when there is none, wait for the holder's release
-announcement (BLPOP), so any number of readers cause one build per expiry. A beat job rebuilds the
-reports read lately before they expire, so their readers keep hitting the cache.
+announcement (BLPOP), so any number of readers cause one build per expiry (``activity.cached``,
+which other cached copies share). A beat job rebuilds the reports read lately before they expire,
+so their readers keep hitting the cache.
 
 The by-name report (``active-by-name``) lists every viewer, so no bounded copy could hold it and a
 full SORT would hold Redis for as long as there are viewers: it is read straight from the by-name
@@ -15,16 +16,12 @@ index the page-view script keeps in order, a page per round trip, always current
 
 from __future__ import annotations
 
-import logging
-import time
 from dataclasses import dataclass
 
-from activity import calendar, clock, conf, locks
+from activity import cached, calendar, clock, conf
 from activity.errors import UnknownReport
 from activity.store import reports as store
 from activity.store.client import get_client
-
-logger = logging.getLogger("activity.reports")
 
 PERIODS = ("day", "week")
 
@@ -145,28 +142,22 @@ def _read_index(period: str, now: float, number: int, size: int, policy: Policy)
     return Snapshot(generated_at=now, expires_in=policy.ttl_ms / 1000, fresh=True, count=count, rows=rows)
 
 
-def _fresh_for_ms(report: Report, period: str, now: float, policy: Policy) -> int:
-    """Milliseconds the stored copy stays fresh; negative when stale or missing."""
-    pttl = store.pttl_ms(get_client(), _copy_id(report, period, now))
-    return pttl - policy.stale_ms if pttl >= 0 else -1
-
-
 def lock_name(report: Report, period: str, now: float) -> str:
     """The name of the lock guarding rebuilds of ``report``'s current copy."""
     return f"report:{_copy_id(report, period, now)}"
 
 
-def _build_unless_fresh(report: Report, period: str, now: float, policy: Policy, margin_ms: int = 0) -> str:
-    """Rebuild behind the lock unless a copy fresh for more than ``margin_ms`` is there (checked
-    again after taking the lock, so a reader that raced a finished build does not SORT again).
-    Returns ``built``, ``fresh`` or ``busy`` (another client holds the lock)."""
-    with locks.exclusive(lock_name(report, period, now), policy.wait_s) as acquired:
-        if not acquired:
-            return "busy"
-        if _fresh_for_ms(report, period, now, policy) > margin_ms:
-            return "fresh"
-        build_copy(report, period, now, policy)
-        return "built"
+def _copy(report: Report, period: str, now: float, policy: Policy, number: int = 1, size: int = 50) -> cached.Copy:
+    """The report's current copy as ``activity.cached`` serves and rebuilds it, read at page ``number``."""
+    return cached.Copy(
+        lock=lock_name(report, period, now),
+        wait_s=policy.wait_s,
+        stale_ms=policy.stale_ms,
+        read=lambda: read_copy(report, period, now, number, size, policy),
+        is_fresh=lambda found: found.fresh,
+        pttl_ms=lambda: store.pttl_ms(get_client(), _copy_id(report, period, now)),
+        build=lambda: build_copy(report, period, now, policy),
+    )
 
 
 def page(name: str, period: str = "day", number: int = 1, size: int = 50) -> tuple[Snapshot, str]:
@@ -176,25 +167,7 @@ def page(name: str, period: str = "day", number: int = 1, size: int = 50) -> tup
     report, policy, now = _report(name), Policy.current(), clock.now()
     if not report.ranked:
         return _read_index(period, now, number, size, policy), "hit"
-    found = read_copy(report, period, now, number, size, policy)
-    if found is not None and found.fresh:
-        return found, "hit"
-    deadline = time.monotonic() + 2 * policy.wait_s  # past the lock TTL, so a dead holder is replaced
-    while True:
-        outcome = _build_unless_fresh(report, period, now, policy)
-        if outcome != "busy":
-            return read_copy(report, period, now, number, size, policy), "miss" if outcome == "built" else "hit"
-        if found is not None:
-            return found, "stale"
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            logger.warning("report %s: no build announced in time; building without the lock", report.name)
-            build_copy(report, period, now, policy)
-            return read_copy(report, period, now, number, size, policy), "miss"
-        locks.wait_for_release(lock_name(report, period, now), remaining, policy.wait_s)
-        found = read_copy(report, period, now, number, size, policy)
-        if found is not None:
-            return found, "miss"
+    return cached.serve(_copy(report, period, now, policy, number, size))
 
 
 def refresh() -> int:
@@ -208,10 +181,10 @@ def refresh() -> int:
         name, _, period = marker.rpartition(":")
         if name not in REGISTRY or period not in PERIODS or not REGISTRY[name].ranked:
             continue
-        report = REGISTRY[name]
-        if _fresh_for_ms(report, period, now, policy) > margin_ms:
+        copy = _copy(REGISTRY[name], period, now, policy)
+        if cached.fresh_for_ms(copy) > margin_ms:
             continue
-        built += _build_unless_fresh(report, period, now, policy, margin_ms) == "built"
+        built += cached.build_unless_fresh(copy, margin_ms) == "built"
     return built
 
 
@@ -222,4 +195,4 @@ def rebuild(name: str, period: str = "day") -> str:
     report, policy = _report(name), Policy.current()
     if not report.ranked:
         return "fresh"
-    return _build_unless_fresh(report, period, clock.now(), policy, margin_ms=policy.ttl_ms)
+    return cached.build_unless_fresh(_copy(report, period, clock.now(), policy), margin_ms=policy.ttl_ms)

@@ -7,40 +7,79 @@
 -- The day's paths keep the most viewed: when a new path takes the set past the cap plus the slack,
 -- the fewest viewed are removed down to the cap. A trim removes at most slack + 1 members, once per
 -- slack + 1 new paths, so the cost stays amortized O(log N) per view.
+-- Transitions: a view that follows another in the same session (the list's last entry, read
+-- before the RPUSH) counts previous page -> this page in the day's set of the previous page, whose
+-- name is the stem KEYS[12] followed by that page (same {pv} slot); capped like the day's paths,
+-- its TTL set when the set is made. A reload (the same page again) is not a transition.
 --
--- KEYS     11 per view, in this order:
+-- KEYS     12 per view, in this order:
 --          1 the user's session list            2 the user's views that day (string)
 --          3 the user's views that week (string) 4 the user's display name (string)
 --          5 sessions started that day (string)  6 page views that day (string)
 --          7 views per path that day (zset)      8 the day's ranking (zset user -> views)
 --          9 the week's ranking (zset)           10 the day's by-name index (zset)
---          11 the week's by-name index (zset)
+--          11 the week's by-name index (zset)    12 the stem of the day's transition sets
 -- ARGV[1]  session window, milliseconds
 -- ARGV[2]  pages kept per session (N >= 1)
 -- ARGV[3]  TTL of the per-day keys, seconds
 -- ARGV[4]  TTL of the per-week keys and display names, seconds
 -- ARGV[5]  paths kept per day (cap >= 1)
 -- ARGV[6]  slack: new paths let in past the cap before a trim (>= 0)
--- ARGV[7..] 4 per view: user id, entry (JSON: path and ts), path, username ('' when unknown: the
+-- ARGV[7]  1: count transitions, 0: do not
+-- ARGV[8]  next pages kept per page and day (cap >= 1)
+-- ARGV[9]  slack of that cap (>= 0)
+-- ARGV[10..] 4 per view: user id, entry (JSON: path and ts), path, username ('' when unknown: the
 --          user id stands in until a username is known, and never replaces one)
 -- Returns  the number of views that started a new session.
-if #ARGV < 6 or (#ARGV - 6) % 4 ~= 0 or #KEYS ~= 11 * ((#ARGV - 6) / 4) then
-  return redis.error_reply('session_record: expected 6 arguments, then 4 arguments and 11 keys per view')
+if #ARGV < 9 or (#ARGV - 9) % 4 ~= 0 or #KEYS ~= 12 * ((#ARGV - 9) / 4) then
+  return redis.error_reply('session_record: expected 9 arguments, then 4 arguments and 12 keys per view')
 end
 local window, keep = tonumber(ARGV[1]), tonumber(ARGV[2])
 local day_ttl, week_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_paths, slack = tonumber(ARGV[5]), tonumber(ARGV[6])
+local transitions, max_next, next_slack = ARGV[7] == '1', tonumber(ARGV[8]), tonumber(ARGV[9])
 if window == nil or window < 1 or keep == nil or keep < 1 or day_ttl == nil or week_ttl == nil then
   return redis.error_reply('session_record: window, pages kept and TTLs must be positive numbers')
 end
 if max_paths == nil or max_paths < 1 or slack == nil or slack < 0 then
   return redis.error_reply('session_record: paths kept must be >= 1 and slack >= 0')
 end
+if max_next == nil or max_next < 1 or next_slack == nil or next_slack < 0 then
+  return redis.error_reply('session_record: next pages kept must be >= 1 and their slack >= 0')
+end
+
+-- The page of a session entry; nil for anything that is not one of ours.
+local function entry_path(raw)
+  local ok, decoded = pcall(cjson.decode, raw)
+  if ok and type(decoded) == 'table' and type(decoded.path) == 'string' then
+    return decoded.path
+  end
+  return nil
+end
 
 local started = 0
-for view = 0, (#ARGV - 6) / 4 - 1 do
-  local k, a = 11 * view, 6 + 4 * view
+for view = 0, (#ARGV - 9) / 4 - 1 do
+  local k, a = 12 * view, 9 + 4 * view
   local user, entry, path, name = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+
+  if transitions then
+    local last = redis.call('LINDEX', KEYS[k + 1], -1)
+    local previous = last and entry_path(last)
+    -- An empty page would name the stem itself; nothing can ask for its next pages anyway.
+    if previous and previous ~= path and previous ~= '' then
+      local next_key = KEYS[k + 12] .. previous
+      -- Only a new member needs more work: a trim past the cap, or the TTL of a new set (a per-day
+      -- key is written during its day only, so its TTL from its first write is the day's retention).
+      if tonumber(redis.call('ZINCRBY', next_key, 1, path)) == 1 then
+        local size = redis.call('ZCARD', next_key)
+        if size == 1 then
+          redis.call('EXPIRE', next_key, day_ttl)
+        elseif size > max_next + next_slack then
+          redis.call('ZREMRANGEBYRANK', next_key, 0, -max_next - 1)
+        end
+      end
+    end
+  end
 
   if redis.call('RPUSH', KEYS[k + 1], entry) == 1 then
     started = started + 1

@@ -17,12 +17,13 @@ from rest_framework.authtoken.models import Token
 from schemathesis.engine import events, from_schema
 from schemathesis.transport.wsgi import WSGI_TRANSPORT
 
-from activity import clock, conf
+from activity import clock, conf, services
 from activity.api.pagination import CURSOR_PATTERN, MAX_CURSOR_LENGTH, encode_cursor
-from activity.events import MIN_TS
+from activity.events import MAX_PATH_LENGTH, MIN_TS, Event
 from project.wsgi import application
 
 SCHEMA_URL = "/api/v1/schema/?format=json"
+NEXT_PAGES, WALKED_FROM = "/api/v1/pages/next/", "/fuzz/from"
 SETTINGS = {
     "seed": 14,
     "workers": 1,
@@ -53,12 +54,17 @@ def _within_the_clock(batch: list) -> None:
 def what_json_schema_cannot_say(context: Any, case: schemathesis.Case) -> schemathesis.Case:
     """Adjust generated values the document allows but the API cannot: timestamps past now + skew
     (or, as ISO strings, before the epoch), and cursors: a cursor is opaque, only one from a ``next``
-    link is valid, so a generated one that the document allows is replaced by a real one."""
+    link is valid, so a generated one that the document allows is replaced by a real one. Likewise a
+    page asked for its next pages is known only once some page followed it: a generated one the
+    document allows is replaced by the page the test walked from."""
     if isinstance(case.body, dict) and isinstance(case.body.get("events"), list):
         _within_the_clock(case.body["events"])
     cursor = (case.query or {}).get("cursor")
     if isinstance(cursor, str) and len(cursor) <= MAX_CURSOR_LENGTH and re.fullmatch(CURSOR_PATTERN, cursor):
         case.query["cursor"] = encode_cursor(clock.now() - 10, "fuzz")
+    page = (case.query or {}).get("path")
+    if case.operation.path == NEXT_PAGES and isinstance(page, str) and 1 <= len(page) <= MAX_PATH_LENGTH:
+        case.query["path"] = WALKED_FROM
     return case
 
 
@@ -105,6 +111,7 @@ def wsgi_probes_without_socket_options(monkeypatch):
 @pytest.mark.parametrize("is_staff", [True, False], ids=["staff", "plain-user"])
 def test_schemathesis_finds_nothing(is_staff, wsgi_probes_without_socket_options, redis_client):
     user = get_user_model().objects.create_user("fuzz", is_staff=is_staff)
+    services.record_events([Event("walker", clock.now(), WALKED_FROM), Event("walker", clock.now(), "/fuzz/to")])
     problems, cases = run_schemathesis(Token.objects.create(user=user).key)
     assert cases > 100
     assert problems == [], "\n".join(dict.fromkeys(problems))

@@ -12,7 +12,20 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
-from activity import audience, calendar, clock, conf, flush, groups, locks, rate_limits, reports, services, sweep
+from activity import (
+    audience,
+    calendar,
+    clock,
+    conf,
+    flush,
+    groups,
+    locks,
+    rate_limits,
+    recommendations,
+    reports,
+    services,
+    sweep,
+)
 from activity.events import Event
 from activity.store import keys
 
@@ -50,6 +63,10 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "sessions_started": (("20261123",), 8 * DAY),
     "page_views": (("20261123",), 8 * DAY),
     "path_views": (("20261123",), 8 * DAY),
+    "transitions": (("20261123", "/pricing"), 8 * DAY),
+    "transitions_cdf": (("20261123+7", "/pricing"), GONE),
+    "transitions_total": (("20261123+7", "/pricing"), GONE),
+    "recommendations": (("42",), GONE),
     "user_views": (("d:20261123", "42"), 15 * DAY),
     "view_ranking": (("w:2026W48",), 15 * DAY),
     "viewers_by_name": (("d:20261123",), 15 * DAY),
@@ -159,6 +176,9 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
         services.record_events(events, visitors=[(secrets.token_hex(16), ts)], names={ids[0]: "u0"})
 
     record(now)
+    services.record_events([Event(user="alice", ts=now + 0.5, path="/checkout")])  # a transition
+    assert recommendations.for_user("alice") == []  # computed and cached for alice's session
+    assert recommendations.next_pages("/pricing", 1)[1] == ["/checkout"]  # cumulative copy, lock
     assert groups.members_page(group.pk, 0, 10) is not None  # view, membership index, epoch
     services.record_events([Event(user=ids[1], ts=now + 1)])  # a live update of the view
     audience.stats()  # week and month unions

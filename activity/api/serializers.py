@@ -25,6 +25,7 @@ from activity.events import (
     clean_user,
     iso,
 )
+from activity.recommendations import MAX_RESULTS
 from activity.reports import PERIODS
 
 # Page numbers are bounded so every offset fits Redis, which refuses an LRANGE / ZRANGE offset past
@@ -318,3 +319,49 @@ class GroupMemberSerializer(serializers.Serializer):
 class GroupMembersPageSerializer(NumberedPageSerializer):
     group = serializers.IntegerField()
     results = GroupMemberSerializer(many=True)
+
+
+class _PickCountSerializer(QuerySerializer):
+    n = QueryIntegerField(
+        min_value=1, max_value=MAX_RESULTS, required=False, default=5, help_text=f"How many pages, 1-{MAX_RESULTS}."
+    )
+
+
+class RecommendationsQuerySerializer(_PickCountSerializer):
+    """``?n=`` of a user's recommendations."""
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_PATH_LENGTH,
+        "description": "A page as page views record it (the query string is dropped unless "
+        "ACTIVITY_SESSION_KEEP_QUERY); 400 when no page followed it in the window.",
+    }
+)
+class QueryPathField(PathField):
+    """A page path given as a query parameter: the ingest rules (blank is refused as any parameter)."""
+
+
+class NextPagesQuerySerializer(_PickCountSerializer):
+    path = QueryPathField()
+
+
+class RecommendationSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    score = serializers.FloatField(help_text="Share of the transitions after the user's recent pages, by recency.")
+
+
+class RecommendationsSerializer(serializers.Serializer):
+    user = serializers.CharField()
+    results = RecommendationSerializer(many=True)
+
+
+class NextPageSerializer(serializers.Serializer):
+    path = serializers.CharField()
+
+
+class NextPagesSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text="The page as recorded.")
+    results = NextPageSerializer(many=True)

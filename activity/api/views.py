@@ -10,13 +10,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from activity import audience, conf, groups, reports, services
+from activity import audience, conf, groups, recommendations, reports, services
 from activity.api import serializers as s
 from activity.api.openapi import HEADERS, responses
 from activity.api.pagination import next_link, page_links
 from activity.api.permissions import CanIngest, IsStaffOrSelf
 from activity.api.throttles import ScopedRateThrottle
-from activity.errors import InvalidValue
+from activity.errors import InvalidValue, UnknownPath
 from activity.events import USER_ID_PATTERN, clean_user, iso
 
 USER_PARAMETER = OpenApiParameter(
@@ -203,3 +203,48 @@ class GroupMembersView(APIView):
         return Response(
             {"group": group, "count": page.count, "next": following, "previous": previous, "results": results}
         )
+
+
+class RecommendationsView(APIView):
+    """The pages most often visited next after the user's latest pages (see activity.recommendations)."""
+
+    permission_classes = [IsStaffOrSelf]
+
+    @extend_schema(
+        parameters=[USER_PARAMETER, s.RecommendationsQuerySerializer, *HEADERS],
+        responses=responses({200: s.RecommendationsSerializer}, 400, 404),
+        description="Best first; pages already in the session are left out. No live session: 200 with no "
+        "results (404 only for a user id that matches no URL, as for every user route).",
+    )
+    def get(self, request: Request, user: str) -> Response:
+        user = user_from_url(user)
+        query = s.RecommendationsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        found = recommendations.for_user(user, query.validated_data["n"])
+        return Response({"user": user, "results": [{"path": path, "score": score} for path, score in found]})
+
+
+class NextPagesView(APIView):
+    """Distinct random picks among the pages that followed a page, weighted by how often each did."""
+
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        parameters=[
+            s.NextPagesQuerySerializer,
+            OpenApiParameter(
+                "X-Cache", str, OpenApiParameter.HEADER, enum=["hit", "miss", "stale"], required=True, response=[200]
+            ),
+            *HEADERS,
+        ],
+        responses=responses({200: s.NextPagesSerializer}, 400),
+        description="n distinct pages (fewer when fewer followed); 400 naming `path` when none followed it.",
+    )
+    def get(self, request: Request) -> Response:
+        query = s.NextPagesQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        try:
+            path, picks, cache = recommendations.next_pages(query.validated_data["path"], query.validated_data["n"])
+        except UnknownPath as error:
+            raise ValidationError({"path": [str(error)]}) from None
+        return Response({"path": path, "results": [{"path": pick} for pick in picks]}, headers={"X-Cache": cache})

@@ -327,6 +327,37 @@ def path_views(day: str) -> str:
     return f"{prefix()}{PV_TAG}:paths:{day}"
 
 
+# Transitions are named by the page they leave, which the page-view script reads from the session
+# it appends to; so that script is handed ``transitions(day, "")``, the stem, and appends the page
+# (the one key a script completes itself: same {pv} slot, which Redis Cluster lets a script touch).
+@family("{pv}:next:<day>:<path>", "zset", _page_stats())
+def transitions(day: str, path: str) -> str:
+    """Sorted set: member = a page viewed next after ``path`` in a session on ``day``, score = how
+    often; the ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent kept (TTL: day statistics)."""
+    return f"{prefix()}{PV_TAG}:next:{day}:{path}"
+
+
+@family("{pv}:next-cdf:<window>:<path>", "zset", DELETE)
+def transitions_cdf(window: str, path: str) -> str:
+    """Sorted set: the pages that followed ``path`` over ``window`` (last day + days), score = running
+    sum of their counts, for weighted picks by ZRANGEBYSCORE (TTL: report TTL + stale grace)."""
+    return f"{prefix()}{PV_TAG}:next-cdf:{window}:{path}"
+
+
+@family("{pv}:next-total:<window>:<path>", "string", DELETE)
+def transitions_total(window: str, path: str) -> str:
+    """String: the sum of the counts in ``transitions_cdf``; marks a built copy, even an empty one
+    (same TTL as the copy, fresh while its PTTL exceeds the stale grace)."""
+    return f"{prefix()}{PV_TAG}:next-total:{window}:{path}"
+
+
+@family("{pv}:recs:<user>", "string", DELETE)
+def recommendations(user: str) -> str:
+    """String: the user's recommendations as last computed, after the fingerprint of the session
+    and window they were computed for (TTL: report TTL)."""
+    return f"{prefix()}{PV_TAG}:recs:{user}"
+
+
 @family("{pv}:uv:<period>:<user>", "string", _page_stats(weekly=True))
 def user_views(period: str, user: str) -> str:
     """String counter: one user's page views in ``period`` (``d:YYYYMMDD`` or ``w:YYYYWww``)."""

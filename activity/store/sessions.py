@@ -32,8 +32,9 @@ class SessionPage:
 
 
 def paths_slack(max_paths: int) -> int:
-    """New paths a day's path set takes past ``max_paths`` before the script trims it: a tenth of the
-    cap, so each trim's ZREMRANGEBYRANK is paid for by that many cheap views."""
+    """New members a capped set (a day's paths, a page's next pages) takes past ``max_paths`` before
+    the script trims it: a tenth of the cap, so each trim's ZREMRANGEBYRANK is paid for by that
+    many cheap views."""
     return max(max_paths // 10, 1)
 
 
@@ -42,8 +43,10 @@ def queue_record(pipe: Pipeline, views: Sequence[PageView], window_s: int, max_p
 
     Each day's path set keeps the ``ACTIVITY_PAGE_STATS_MAX_PATHS`` most viewed (plus at most
     ``paths_slack`` of it), so a catch-all route or kept query strings cannot grow it without bound.
+    With ``ACTIVITY_TRANSITIONS`` a view following another in its session also counts that step,
+    each page keeping its ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent next pages.
     """
-    max_paths = conf.settings.PAGE_STATS_MAX_PATHS
+    max_paths, max_next = conf.settings.PAGE_STATS_MAX_PATHS, conf.settings.TRANSITIONS_MAX_NEXT
     script_keys: list[str] = []
     args: list[str | int] = [
         int(window_s * 1000),
@@ -52,6 +55,9 @@ def queue_record(pipe: Pipeline, views: Sequence[PageView], window_s: int, max_p
         keys.page_stats_ttl(stats_days, weekly=True),
         max_paths,
         paths_slack(max_paths),
+        int(conf.settings.TRANSITIONS),
+        max_next,
+        paths_slack(max_next),
     ]
     for view in views:
         when = day_of(view.ts)
@@ -68,6 +74,7 @@ def queue_record(pipe: Pipeline, views: Sequence[PageView], window_s: int, max_p
             keys.view_ranking(week),
             keys.viewers_by_name(day),
             keys.viewers_by_name(week),
+            keys.transitions(name, ""),
         ]
         entry = json.dumps({"path": view.path, "ts": view.ts}, separators=(",", ":"))
         args += [view.user, entry, view.path, view.name or ""]

@@ -1,0 +1,57 @@
+-- Draw distinct pages from a cumulative-weight set (lua/next_cdf.lua), each draw weighted by the
+-- counts of the pages not drawn yet: a draw u in [0, 1) becomes x = u * (mass left), moved right
+-- past the intervals already drawn (in order), and the first member whose running sum is above x
+-- is picked (ZRANGEBYSCORE (x +inf LIMIT 0 1); its interval then leaves the mass. The draws come
+-- from the caller's random generator (seedable), never from Lua. Work: O(n (log N + n)).
+--
+-- KEYS[1]  the cumulative set
+-- KEYS[2]  its total (string)
+-- KEYS[3..] the window's transition sets of the page, one per day (only counted, when there is no copy)
+-- ARGV[1..n] the draws, each in [0, 1) (n >= 1)
+-- Returns  {-1, how many of the day sets exist} when no copy is built (0: nothing to build);
+--          else {PTTL of the copy in ms, total, picked page, ...}: n pages, or all when fewer followed.
+if #KEYS < 3 or #ARGV < 1 then
+  return redis.error_reply('next_pick: expected the set, its total and at least one day set, and at least 1 draw')
+end
+for i = 1, #ARGV do
+  local u = tonumber(ARGV[i])
+  if u == nil or u < 0 or u >= 1 then
+    return redis.error_reply('next_pick: draws must be numbers in [0, 1)')
+  end
+end
+
+local total = redis.call('GET', KEYS[2])
+if not total then
+  return {-1, redis.call('EXISTS', unpack(KEYS, 3))}
+end
+local reply = {redis.call('PTTL', KEYS[2]), tonumber(total)}
+local taken = {} -- {start, width} of the intervals drawn, by start
+local left = tonumber(total)
+for i = 1, #ARGV do
+  if left <= 0 then
+    break
+  end
+  local x = tonumber(ARGV[i]) * left
+  for _, span in ipairs(taken) do
+    if x >= span[1] then
+      x = x + span[2]
+    else
+      break
+    end
+  end
+  local found = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.17g', x), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #found == 0 then
+    break
+  end
+  local below = redis.call('ZREVRANGEBYSCORE', KEYS[1], '(' .. found[2], '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local start = #below == 0 and 0 or tonumber(below[2])
+  local span = {start, tonumber(found[2]) - start}
+  local at = #taken + 1
+  while at > 1 and taken[at - 1][1] > start do
+    at = at - 1
+  end
+  table.insert(taken, at, span)
+  left = left - span[2]
+  reply[#reply + 1] = found[1]
+end
+return reply

@@ -1,0 +1,396 @@
+"""What users look at next: transitions counted by the page-view script (capped, with TTLs), a user's
+recommendations (recency weights, session pages left out, one round trip when cached), weighted
+random picks that follow the weights (chi-square), one rebuild per expiry, bad input and access."""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+import time
+from collections import Counter
+from datetime import UTC, datetime
+
+import pytest
+from django.test import override_settings
+
+from activity import calendar, clock, conf, recommendations, services
+from activity.errors import UnknownPath
+from activity.events import Event
+from activity.store import keys
+from activity.store.sessions import paths_slack
+from tests.redis_counts import CommandDelta
+from tests.redis_probe import probe
+from tests.test_api import activity_keys
+from tests.test_reports import concurrently
+
+RECOMMENDATIONS = "/api/v1/users/{}/recommendations/"
+NEXT = "/api/v1/pages/next/"
+DAY = 86400
+
+
+def today() -> str:
+    return calendar.day_name(calendar.day_of(clock.now()))
+
+
+def walk(user: str, *paths: str, ts: float | None = None) -> None:
+    """One user's page views, in order, a millisecond apart."""
+    start = clock.now() if ts is None else ts
+    services.record_events([Event(user, start + i / 1000, path) for i, path in enumerate(paths)])
+
+
+def seed(source: str, counts: dict[str, int], ts: float | None = None) -> None:
+    """``counts[page]`` sessions each going from ``source`` to ``page`` (one user per session)."""
+    start = clock.now() if ts is None else ts
+    events = []
+    for page, count in counts.items():
+        for n in range(count):
+            user = f"seed:{source}:{page}:{n}"
+            events += [Event(user, start, source), Event(user, start + 0.001, page)]
+    for first in range(0, len(events), 1000):
+        services.record_events(events[first : first + 1000])
+
+
+def counted(source: str, day: str | None = None) -> dict[str, int]:
+    from activity.store.client import get_client
+
+    rows = get_client().zrange(keys.transitions(day or today(), source), 0, -1, withscores=True)
+    return {page: int(count) for page, count in rows}
+
+
+# --- transitions ---------------------------------------------------------------------------------
+
+
+def test_each_step_of_a_session_is_counted_once_per_day_with_the_day_statistics_ttl(redis_client):
+    walk("u1", "/a", "/b?utm=x", "/a", "/c", "/c")  # the last is a reload, not a step
+    walk("u2", "/a", "/b")
+    assert counted("/a") == {"/b": 2, "/c": 1}  # query strings dropped, as the session records them
+    assert counted("/b") == {"/a": 1}
+    assert counted("/c") == {}
+    redis_client.delete(keys.session("u2"))  # the session ended: the next view starts a new one
+    walk("u2", "/c")
+    assert counted("/b") == {"/a": 1}
+    for source in ("/a", "/b"):
+        assert redis_client.ttl(keys.transitions(today(), source)) >= conf.settings.PAGE_STATS_DAYS * DAY - 60
+    with override_settings(ACTIVITY_TRANSITIONS=False):
+        walk("u1", "/d")
+    assert counted("/c") == {}
+
+
+@override_settings(ACTIVITY_SESSION_KEEP_QUERY=True)
+def test_with_query_strings_kept_steps_keep_them_too(redis_client):
+    walk("u1", "/search?q=1", "/item?id=2")
+    assert counted("/search?q=1") == {"/item?id=2": 1}
+
+
+# A counts test, not a latency one: a generous socket timeout for 1,000-view script calls on a loaded
+# machine; the day's path cap is lifted so every ZREMRANGEBYRANK counted is a transition trim.
+@override_settings(ACTIVITY_REDIS_TIMEOUT=10.0, ACTIVITY_PAGE_STATS_MAX_PATHS=1_000_000)
+def test_next_pages_stay_capped_under_100k_distinct_transitions_and_the_most_frequent_survive(redis_client):
+    cap = conf.settings.TRANSITIONS_MAX_NEXT
+    slack = paths_slack(cap)
+    popular = {f"/popular/{n}": n % 5 + 1 for n in range(20)}  # steps from the hub per batch
+    sizes, fresh = [], iter(range(100_000))
+    hub = keys.transitions(today(), "/hub")
+    with CommandDelta(redis_client) as delta:
+        for _ in range(100):
+            events = []
+            steps = [page for page, weight in popular.items() for _ in range(weight)]
+            steps += [f"/n/{next(fresh)}" for _ in range(500)]  # 500 new pages a batch, each then back
+            for i, page in enumerate(steps):  # hub -> page and page -> hub: 1,000 distinct steps a batch
+                user = f"u{i % 10}"
+                events += [Event(user, clock.now(), "/hub"), Event(user, clock.now(), page)]
+            services.record_events(events)
+            sizes.append(redis_client.zcard(hub))
+    assert max(sizes) <= cap + slack
+    assert sizes[-1] >= cap
+    # A trim removes at most slack + 1 members, once per slack + 1 new ones: amortized, bounded.
+    assert delta.calls["zremrangebyrank"] <= 50_000 // (slack + 1)
+    kept = counted("/hub")
+    assert {page: kept[page] for page in popular} == {page: 100 * weight for page, weight in popular.items()}
+    next_keys = list(redis_client.scan_iter(match=keys.transitions(today(), "*"), count=1000))
+    assert len(next_keys) > 50_000  # the hub, and the new pages with their one step back
+    pipe = redis_client.pipeline(transaction=False)
+    for key in next_keys:
+        pipe.ttl(key)
+    assert min(pipe.execute()) > 0
+
+
+# --- a user's recommendations ----------------------------------------------------------------------
+
+
+def seed_around_a_and_b() -> None:
+    seed("/a", {"/x": 3, "/y": 1})
+    seed("/b", {"/y": 2, "/z": 2, "/a": 4})
+
+
+def test_recent_pages_weigh_more_and_pages_of_the_session_are_left_out(member_api, member, redis_client):
+    seed_around_a_and_b()
+    me = str(member.pk)
+    walk(me, "/a", "/b")  # /b is the latest (weight 1), /a the one before (1/2); this adds /a -> /b
+    # /b: y 2/8, z 2/8, a 4/8 (in the session); /a: x 3/5, y 1/5, b 1/5 (in the session), halved.
+    expected = [("/y", 2 / 8 + 1 / 5 / 2), ("/x", 3 / 5 / 2), ("/z", 2 / 8)]
+    answer = member_api.get(RECOMMENDATIONS.format(me))
+    assert answer.status_code == 200
+    assert answer.data["user"] == me
+    assert [row["path"] for row in answer.data["results"]] == [path for path, _ in expected]
+    assert [row["score"] for row in answer.data["results"]] == pytest.approx([score for _, score in expected])
+    assert [row["path"] for row in member_api.get(RECOMMENDATIONS.format(me) + "?n=1").data["results"]] == ["/y"]
+    walk(me, "/y")  # the session moved on: /y is left out now, and weighs most
+    assert [path for path, _ in recommendations.for_user(me)] == ["/x", "/z"]
+
+
+@override_settings(ACTIVITY_RECOMMEND_RECENT_PAGES=1)
+def test_only_the_latest_pages_count(redis_client):
+    seed_around_a_and_b()
+    walk("u", "/a", "/b")
+    assert [path for path, _ in recommendations.for_user("u")] == ["/y", "/z"]  # /x follows /a only
+
+
+def test_days_of_the_window_are_merged(redis_client):
+    seed("/a", {"/old": 5}, ts=clock.now() - 2 * DAY)
+    seed("/a", {"/new": 1})
+    walk("u", "/a")
+    assert [path for path, _ in recommendations.for_user("u")] == ["/old", "/new"]
+    with override_settings(ACTIVITY_RECOMMEND_DAYS=2):
+        assert [path for path, _ in recommendations.for_user("u")] == ["/new"]
+
+
+def test_no_live_session_is_200_with_no_results(staff_api, redis_client):
+    seed_around_a_and_b()
+    answer = staff_api.get(RECOMMENDATIONS.format("nobody"))
+    assert (answer.status_code, answer.data) == (200, {"user": "nobody", "results": []})
+
+
+def test_cached_for_the_session_one_round_trip_then_two_when_it_moves(redis_client):
+    seed_around_a_and_b()
+    walk("u", "/a", "/b")
+    recommendations.for_user("nobody")  # the script is loaded
+    with probe(redis_client) as first:
+        found = recommendations.for_user("u")
+    with probe(redis_client) as again:
+        assert recommendations.for_user("u", 2) == found[:2]
+    assert (first.client_sends, first.commands["evalsha"]) == (2, 2)
+    assert (again.client_sends, again.commands["evalsha"], again.commands["zrange"]) == (1, 1, 0)
+    cache = keys.recommendations("u")
+    assert 0 < redis_client.pttl(cache) <= conf.settings.REPORT_TTL * 1000
+    walk("u", "/z")
+    with probe(redis_client) as moved:
+        assert "/z" not in dict(recommendations.for_user("u"))
+    assert moved.client_sends == 2
+
+
+def test_a_session_that_moved_between_the_two_calls_is_answered_but_not_cached(redis_client, monkeypatch):
+    from activity.store import transitions
+
+    seed_around_a_and_b()
+    walk("u", "/a", "/b")
+    compute = transitions.Recommending.compute
+
+    def meanwhile(self, client, recent, weights, day_names):
+        walk("u", "/z")
+        return compute(self, client, recent, weights, day_names)
+
+    monkeypatch.setattr(transitions.Recommending, "compute", meanwhile)
+    assert recommendations.for_user("u")
+    assert redis_client.exists(keys.recommendations("u")) == 0
+
+
+# --- weighted random picks -----------------------------------------------------------------------
+
+WEIGHTS = {"/a": 50, "/b": 30, "/c": 15, "/d": 5}
+# Critical values of the chi-square distribution at p = 0.001 (tables): the statistic stays below
+# them 999 times in 1,000 when the picks follow the weights. Seeded, so the run is deterministic.
+CHI2_CRITICAL_P001 = {3: 16.266, 11: 31.264}
+
+
+def chi_square(observed: Counter, expected: dict) -> float:
+    return sum((observed[cell] - count) ** 2 / count for cell, count in expected.items())
+
+
+def test_single_picks_follow_the_weights(redis_client):
+    seed("/from", WEIGHTS)
+    rng, draws = random.Random(19), 20_000
+    picks = Counter(recommendations.next_pages("/from", 1, rng)[1][0] for _ in range(draws))
+    total = sum(WEIGHTS.values())
+    expected = {page: draws * weight / total for page, weight in WEIGHTS.items()}
+    assert set(picks) == set(WEIGHTS)
+    assert chi_square(picks, expected) < CHI2_CRITICAL_P001[len(WEIGHTS) - 1]
+
+
+def test_distinct_picks_draw_from_the_mass_left(redis_client):
+    seed("/from", WEIGHTS)
+    rng, draws = random.Random(7), 5_000
+    pairs = Counter(tuple(recommendations.next_pages("/from", 2, rng)[1]) for _ in range(draws))
+    total = sum(WEIGHTS.values())
+    # The second page is drawn among the others, in proportion to their weights.
+    expected = {
+        (first, second): draws * (w1 / total) * (w2 / (total - w1))
+        for first, w1 in WEIGHTS.items()
+        for second, w2 in WEIGHTS.items()
+        if first != second
+    }
+    assert set(pairs) <= set(expected)
+    assert chi_square(pairs, expected) < CHI2_CRITICAL_P001[len(expected) - 1]
+    assert sorted(recommendations.next_pages("/from", 4)[1]) == sorted(WEIGHTS)
+    assert sorted(recommendations.next_pages("/from", 50)[1]) == sorted(WEIGHTS)  # fewer followed
+
+
+def test_picks_merge_the_window_and_the_copy_has_a_ttl(redis_client):
+    seed("/from", {"/old": 1}, ts=clock.now() - DAY)
+    seed("/from", {"/new": 1})
+    path, picks, cache = recommendations.next_pages("/from", 5)
+    assert (path, sorted(picks), cache) == ("/from", ["/new", "/old"], "miss")
+    assert recommendations.next_pages("/from", 5)[2] == "hit"
+    window = recommendations.window_name(recommendations.window_days(calendar.day_of(clock.now())))
+    keep = (conf.settings.REPORT_TTL + conf.settings.REPORT_STALE) * 1000
+    for key in (keys.transitions_cdf(window, "/from"), keys.transitions_total(window, "/from")):
+        assert keep - 5000 < redis_client.pttl(key) <= keep
+
+
+def test_a_hit_is_one_round_trip(redis_client):
+    seed("/from", WEIGHTS)
+    recommendations.next_pages("/from", 3)
+    with probe(redis_client) as hit:
+        assert len(recommendations.next_pages("/from", 3)[1]) == 3
+    assert (hit.client_sends, hit.commands["evalsha"], hit.commands["zunionstore"]) == (1, 1, 0)
+
+
+def test_stampede_of_50_cold_readers_builds_once(redis_client):
+    seed("/from", WEIGHTS)
+    with probe(redis_client) as counted_:
+        answers = concurrently(50, lambda: recommendations.next_pages("/from", 2))
+    assert counted_.commands["zunionstore"] == 1
+    assert all(len(picks) == 2 for _, picks, _ in answers)
+    assert {cache for _, _, cache in answers} <= {"miss", "hit"}
+
+
+@override_settings(ACTIVITY_REPORT_TTL=1, ACTIVITY_REPORT_STALE=5)
+def test_expiry_under_50_readers_rebuilds_once_per_expiry_serving_stale_meanwhile(redis_client):
+    seed("/from", WEIGHTS)
+    recommendations.next_pages("/from", 1)  # the copy that will go stale
+    caches: list[str] = []
+    started = time.monotonic()
+
+    def reader() -> None:
+        while time.monotonic() - started < 2.5:
+            caches.append(recommendations.next_pages("/from", 1)[2])
+            time.sleep(0.02)
+
+    with probe(redis_client) as counted_:
+        concurrently(50, reader)
+    elapsed = time.monotonic() - started
+    assert "stale" in caches and "hit" in caches
+    # Each build starts a new 1 s freshness window: at most one rebuild per second, one per miss.
+    assert 2 <= counted_.commands["zunionstore"] == caches.count("miss") <= int(elapsed) + 1
+
+
+# --- the API: bad input, access, the document --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("", "path"),
+        ("?path=", "path"),
+        ("?path=/nobody-went-on&n=1", "path"),
+        ("?path=/admin/jsi18n/x", "path"),
+        ("?path=/from&path=/from", "path"),
+        (f"?path={'x' * 2049}", "path"),
+        ("?path=/from&n=0", "n"),
+        ("?path=/from&n=-1", "n"),
+        ("?path=/from&n=51", "n"),
+        ("?path=/from&n=01", "n"),
+        ("?path=/from&n=x", "n"),
+    ],
+)
+def test_next_pages_bad_input_is_400_naming_the_field_and_writes_nothing(staff_api, redis_client, query, field):
+    seed("/from", WEIGHTS)
+    before = sorted(activity_keys(redis_client))
+    answer = staff_api.get(NEXT + query)
+    assert answer.status_code == 400
+    assert list(answer.data) == [field]
+    assert sorted(activity_keys(redis_client)) == before
+
+
+@pytest.mark.parametrize(("query", "field"), [("?n=0", "n"), ("?n=51", "n"), ("?n=", "n"), ("?n=1.5", "n")])
+def test_recommendations_bad_n_is_400(staff_api, redis_client, query, field):
+    answer = staff_api.get(RECOMMENDATIONS.format("42") + query)
+    assert (answer.status_code, list(answer.data)) == (400, [field])
+
+
+def test_unknown_path_raises_from_the_service(redis_client):
+    with pytest.raises(UnknownPath, match="No page followed"):
+        recommendations.next_pages("/nowhere", 1)
+
+
+def test_next_pages_answer(staff_api, redis_client):
+    seed("/from", WEIGHTS)
+    answer = staff_api.get(NEXT + "?path=/from%3Futm%3Dx&n=3")  # the query string is dropped, as recorded
+    assert answer.status_code == 200 and answer["X-Cache"] == "miss"
+    assert answer.data["path"] == "/from"
+    picks = [row["path"] for row in answer.data["results"]]
+    assert len(set(picks)) == 3 and set(picks) <= set(WEIGHTS)
+    assert len(staff_api.get(NEXT + "?path=/from").data["results"]) == 4  # default n = 5: every page
+
+
+def test_who_may_read(member_api, staff_api, member, client, db, redis_client):
+    seed("/from", WEIGHTS)
+    mine, other = RECOMMENDATIONS.format(member.pk), RECOMMENDATIONS.format("someone-else")
+    assert member_api.get(mine).status_code == 200
+    assert staff_api.get(mine).status_code == 200
+    assert member_api.get(other).status_code == 403
+    assert client.get(mine).status_code == 401
+    assert staff_api.get(NEXT + "?path=/from").status_code == 200
+    assert member_api.get(NEXT + "?path=/from").status_code == 403
+    assert client.get(NEXT + "?path=/from").status_code == 401
+
+
+def test_the_openapi_document_describes_both_endpoints(client, db):
+    document = client.get("/api/v1/schema/?format=json").json()
+    recs = document["paths"]["/api/v1/users/{user}/recommendations/"]["get"]
+    picks = document["paths"]["/api/v1/pages/next/"]["get"]
+    for operation in (recs, picks):
+        assert {"200", "400", "401", "403", "429", "503"} <= set(operation["responses"])
+        n = next(p for p in operation["parameters"] if p["name"] == "n")
+        assert (n["schema"]["minimum"], n["schema"]["maximum"]) == (1, 50)
+    path = next(p for p in picks["parameters"] if p["name"] == "path")
+    assert path["required"] and (path["schema"]["minLength"], path["schema"]["maxLength"]) == (1, 2048)
+    assert "X-Cache" in picks["responses"]["200"]["headers"]
+
+
+# --- the dashboard ---------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_dashboard_shows_where_people_went_next_from_the_top_pages(admin_client, redis_client):
+    seed("/from", WEIGHTS)
+    seed("/a", {"/x": 2})
+    html = admin_client.get("/admin/activity/dashboard/").content.decode()
+    table = re.search(r'id="activity-where-next".*?</table>', html, re.S).group(0)
+    rows = dict(re.findall(r"<tr><td>([^<]+)</td><td>([^<]*)</td></tr>", table))
+    assert rows["/from"] == "/a (50), /b (30), /c (15)"  # the top three, most frequent first
+    assert rows["/a"] == "/x (2)"
+    assert rows["/d"] == "-"
+
+
+def test_transitions_counted_at_midnight_go_to_the_day_of_the_view(redis_client):
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+    walk("u", "/a", ts=midnight - 0.5)
+    walk("u", "/b", ts=midnight)
+    assert counted("/a") == {"/b": 1}
+    assert counted("/a", calendar.day_name(calendar.day_of(midnight - 1))) == {}
+
+
+def test_threads_counting_the_same_step_lose_nothing(redis_client):
+    def burst(t: int) -> None:
+        for n in range(50):
+            walk(f"t{t}", "/a", "/b")
+            services.record_events([Event(f"t{t}", clock.now(), f"/other/{n}")])
+
+    threads = [threading.Thread(target=burst, args=(t,)) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counted("/a") == {"/b": 400}

@@ -13,6 +13,7 @@ from activity import clock
 
 DAY_SECONDS = 86400
 EPOCH = date(1970, 1, 1)
+PERIODS = ("day", "week", "month")  # the periods dated keys are kept for, in this order
 
 
 def utc(ts: float) -> datetime:
@@ -74,23 +75,21 @@ def parse_period(period: str, name: str) -> date:
     raise ValueError(f"period must be week or month, not {period!r}")
 
 
+def name_of(period: str, day: date) -> str:
+    """The ``day``, ``week`` or ``month`` holding ``day``, as the keys of that period name it."""
+    return {"day": day_name, "week": week_name, "month": month_name}[period](day)
+
+
 def period_name(period: str, day: date) -> str:
-    """The ``day`` or ``week`` holding ``day``, as per-user counters and viewer sets name it."""
-    if period == "day":
-        return f"d:{day_name(day)}"
-    if period == "week":
-        return f"w:{week_name(day)}"
-    raise ValueError(f"period must be day or week, not {period!r}")
+    """The ``day`` or ``week`` holding ``day``, as page-view statistics name it (``d:`` / ``w:``)."""
+    if period not in ("day", "week"):
+        raise ValueError(f"period must be day or week, not {period!r}")
+    return f"{period[0]}:{name_of(period, day)}"
 
 
 def week_days(day: date) -> list[date]:
     """Monday of ``day``'s ISO week up to ``day``."""
     return [day - timedelta(days=n) for n in range(day.weekday(), -1, -1)]
-
-
-def month_days(day: date) -> list[date]:
-    """The first of ``day``'s month up to ``day``."""
-    return [day.replace(day=n) for n in range(1, day.day + 1)]
 
 
 def seconds_left(day: date, keep_days: int, now: float) -> int:

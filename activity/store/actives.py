@@ -12,8 +12,9 @@ from collections import defaultdict
 from collections.abc import Collection
 from datetime import date
 
+from activity.calendar import PERIODS, name_of
 from activity.store import keys
-from activity.store.daily import dated_keys, live_days, name_of
+from activity.store.daily import dated_keys, live_days
 from activity.store.scripts import Pipeline
 
 BITS = (keys.active_bits, keys.active_bits_week, keys.active_bits_month)
@@ -57,7 +58,7 @@ def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: fl
 def queue_active(pipe: Pipeline, period: str, day: date, max_id: int) -> list[int]:
     """Queue the reads whose replies sum to the active users of the ``day``, ``week`` or ``month``
     holding ``day``: BITCOUNT of the bitmap in bounded byte ranges, and PFCOUNT of the HLL."""
-    index = ("day", "week", "month").index(period)
+    index = PERIODS.index(period)
     name = name_of(period, day)
     first = len(pipe)
     bitmap = BITS[index](name)

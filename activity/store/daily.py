@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date
 
-from activity.calendar import day_name, last_day, month_name, seconds_left, week_name
+from activity.calendar import PERIODS, last_day, name_of, seconds_left
 
 KEEP_DAYS = 35
-PERIODS = ("week", "month")
 
 
 def day_ttl(day: date, now: float) -> int:
@@ -27,16 +26,11 @@ def period_ttl(period: str, day: date, now: float) -> int:
     return day_ttl(last_day(period, day), now)
 
 
-def name_of(period: str, day: date) -> str:
-    """The name a dated key of ``period`` (``day``, ``week``, ``month``) holding ``day`` carries."""
-    return {"day": day_name, "week": week_name, "month": month_name}[period](day)
-
-
 def dated_keys(builders: Sequence[Callable[[str], str]], day: date, now: float) -> list[tuple[str, int]]:
     """The (key, TTL) of the day's, week's and month's key holding ``day``, ``builders`` being the
     three key builders of one figure in that order: a write goes to all three."""
     ttls = (day_ttl(day, now), period_ttl("week", day, now), period_ttl("month", day, now))
-    names = (name_of(period, day) for period in ("day", "week", "month"))
+    names = (name_of(period, day) for period in PERIODS)
     return [(build(name), ttl) for build, name, ttl in zip(builders, names, ttls, strict=True)]
 
 

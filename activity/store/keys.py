@@ -56,7 +56,7 @@ def _dated_retention(fields: Mapping[str, str], now: float) -> int:
     """A key of a day, ISO week or month lives until the period's last day ends + ``KEEP_DAYS``, as
     ``activity.store.daily`` writes it; one out of retention is deleted (no writer renews it), one
     whose name holds no readable period gets the longest TTL a writer gives."""
-    period = next(name for name in ("day", "week", "month") if name in fields)
+    period = next(name for name in calendar.PERIODS if name in fields)
     try:
         if period == "day":
             last = datetime.strptime(fields["day"], "%Y%m%d").date()

@@ -17,9 +17,9 @@ from collections import defaultdict
 from collections.abc import Collection
 from datetime import date
 
-from activity.calendar import day_name, day_number
+from activity.calendar import PERIODS, day_name, day_number, name_of
 from activity.store import keys
-from activity.store.daily import dated_keys, day_ttl, live_days, name_of
+from activity.store.daily import dated_keys, day_ttl, live_days
 from activity.store.scripts import LuaScript, Pipeline
 
 FIRST_VISIT = LuaScript("first_visit")
@@ -69,7 +69,7 @@ def queue_visits(pipe: Pipeline, visits: Collection[tuple[bytes, date]], now: fl
 def queue_unique(pipe: Pipeline, period: str, day: date) -> list[int]:
     """Queue the PFCOUNT of the unique visitors of the ``day``, ``week`` or ``month`` holding ``day``."""
     first = len(pipe)
-    pipe.pfcount(UNIQUE[("day", "week", "month").index(period)](name_of(period, day)))
+    pipe.pfcount(UNIQUE[PERIODS.index(period)](name_of(period, day)))
     return [first]
 
 

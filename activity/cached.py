@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from activity import locks
+from activity import locks, metrics
 
 logger = logging.getLogger("activity.cached")
 
@@ -51,6 +51,7 @@ def build_unless_fresh(copy: Copy[T], margin_ms: int = 0) -> str:
         if fresh_for_ms(copy) > margin_ms:
             return "fresh"
         copy.build()
+        metrics.REPORT_REBUILDS.inc()
         return "built"
 
 
@@ -66,11 +67,13 @@ def serve(copy: Copy[T]) -> tuple[T, str]:
         if outcome != "busy":
             return copy.read(), "miss" if outcome == "built" else "hit"
         if found is not None:
+            metrics.REPORT_STALE_SERVES.inc()
             return found, "stale"
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             logger.warning("%s: no build announced in time; building without the lock", copy.lock)
             copy.build()
+            metrics.REPORT_REBUILDS.inc()
             return copy.read(), "miss"
         locks.wait_for_release(copy.lock, remaining, copy.wait_s)
         found = copy.read()

@@ -30,8 +30,10 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_TRACK_METHODS": ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"),
     "ACTIVITY_TRACK_MIN_STATUS": 200,
     "ACTIVITY_TRACK_MAX_STATUS": 399,
-    "ACTIVITY_TRACK_EXCLUDE_PATHS": ("/static/", "/media/", "/healthz", "/favicon.ico"),
+    "ACTIVITY_TRACK_EXCLUDE_PATHS": ("/static/", "/media/", "/healthz", "/metrics", "/favicon.ico"),
     "ACTIVITY_MAX_PAGE_SIZE": 500,
+    # Seconds a process keeps an API token and its user after reading them from the database.
+    "ACTIVITY_TOKEN_CACHE_TTL": 30,
     # Proxies (addresses or networks) whose X-Forwarded-For is believed for the client address.
     "ACTIVITY_TRUSTED_PROXIES": (),
     # Scheduled jobs (tasks/maintenance.py, beat schedule in tasks/schedule.py).

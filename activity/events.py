@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from activity import clock, conf
+from activity import clock, conf, metrics
 from activity.errors import InvalidBatch, InvalidValue
 
 USER_ID_PATTERN = r"[A-Za-z0-9_.:@-]{1,64}"
@@ -137,10 +137,12 @@ def clean_events(raw: object, now: float | None = None) -> list[Event]:
         raise InvalidBatch({"events": ["This list may not be empty."]})
     limit = conf.settings.MAX_BATCH
     if len(raw) > limit:
+        metrics.EVENTS_REJECTED.inc(len(raw))
         raise InvalidBatch({"events": [f"At most {limit} events per request; got {len(raw)}."]})
     cleaned = [_clean_event(item, now) for item in raw]
     errors = {str(index): found for index, found in enumerate(cleaned) if not isinstance(found, Event)}
     if errors:
+        metrics.EVENTS_REJECTED.inc(len(raw))
         raise InvalidBatch({"events": errors})
     return cleaned
 

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from django.db import transaction
 from django.dispatch import Signal
 
-from activity import clock, conf, locks
+from activity import clock, conf, locks, metrics
 from activity.managers import Upsert
 from activity.models import UserActivity
 from activity.store.client import get_client
@@ -95,6 +95,7 @@ def flush(batch_size: int | None = None, budget: float | None = None) -> FlushRe
             claiming = redis_side.submit(_claim, queue, batch_size) if time.monotonic() < deadline else None
             with transaction.atomic():
                 batch.upsert.execute()
+            metrics.FLUSH_ROWS.inc(len(batch.user_ids))
             if acking is not None:
                 acking.result()  # surfaces a failed ack before queueing the next
             acking = redis_side.submit(queue.ack, batch.claim_time, batch.user_ids)

@@ -27,7 +27,7 @@ from django.core.signing import BadSignature, Signer
 from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
-from activity import clock, conf, services
+from activity import clock, conf, metrics, services
 from activity.errors import InvalidValue, StoreUnavailable
 from activity.events import MAX_PATH_LENGTH, Event, clean_user
 
@@ -51,6 +51,7 @@ class FailOpen:
         return False
 
     def failed(self, error: Exception) -> None:
+        metrics.FAIL_OPEN_PAUSES.inc()
         with self._lock:
             self.failures += 1
             self._paused_until = time.monotonic() + conf.settings.FAIL_OPEN_BACKOFF
@@ -67,13 +68,22 @@ class FailOpen:
 fail_open = FailOpen()
 
 
+# Set on a request whose caller's activity the API already recorded with its own round trip.
+RECORDED = "activity_recorded"
+
+
+def tracks_request(request: HttpRequest) -> bool:
+    """Whether requests like this one count as activity (method and path filters)."""
+    return request.method in conf.settings.TRACK_METHODS and not request.path.startswith(
+        conf.settings.TRACK_EXCLUDE_PATHS
+    )
+
+
 def is_tracked(request: HttpRequest, response: HttpResponse) -> bool:
     """Whether this request/response pair counts as activity (method, status and path filters)."""
-    if request.method not in conf.settings.TRACK_METHODS:
-        return False
     if not conf.settings.TRACK_MIN_STATUS <= response.status_code <= conf.settings.TRACK_MAX_STATUS:
         return False
-    return not request.path.startswith(conf.settings.TRACK_EXCLUDE_PATHS)
+    return tracks_request(request) and not getattr(request, RECORDED, False)
 
 
 def tracked_user(request: HttpRequest, response: HttpResponse) -> str | None:

@@ -1,22 +1,34 @@
 """Rate limits: how many requests a client may make per window, counted in Redis.
 
-A fixed window: a client may make ``limit`` requests in each window of ``duration`` seconds (so at
-most twice that across a window boundary). When Redis cannot count, requests are let through
-(logged): the endpoints that need Redis answer 503 on their own, and the ones that do not (the
-OpenAPI document and its docs page) stay up.
+A fixed window: a client may make ``limit`` requests in each window of ``duration`` seconds. The
+count travels with the request's own Redis round trip (``store.round_trip``), so counting costs no
+round trip of its own, and its reply comes back with the request's work. So the decision for a
+request cannot wait for its own count: a process that sees a client's count reach the limit
+refuses that client, without asking Redis, until the window ends. Other processes learn it at
+their next request from the client, so a window admits at most one request more than ``limit`` per
+process (and per concurrent thread) - the price of not paying a round trip. A refused request
+writes nothing. When Redis cannot count, requests are let through (logged): the endpoints that need
+Redis answer 503 on their own, and the ones that do not (the OpenAPI document) stay up.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from activity import clock
 from activity.errors import StoreUnavailable
 from activity.store import rate_limits as store
+from activity.store import round_trip
 from activity.store.client import get_client
+from activity.store.scripts import Pipeline
 
 logger = logging.getLogger("activity.rate_limits")
+
+MAX_BLOCKED = 10_000  # clients remembered as over their limit, per process (the oldest forgotten)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,11 +37,68 @@ class Decision:
     retry_after: float  # seconds until the window ends (when refused)
 
 
+class Blocked:
+    """Clients this process saw reach their limit, each until its window ends (bounded: LRU)."""
+
+    def __init__(self, size: int = MAX_BLOCKED) -> None:
+        self._until: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._lock = threading.Lock()
+        self.size = size
+
+    def until(self, scope: str, ident: str, now: float) -> float | None:
+        with self._lock:
+            until = self._until.get((scope, ident))
+            if until is not None and until <= now:
+                del self._until[(scope, ident)]
+                return None
+            return until
+
+    def block(self, scope: str, ident: str, until: float) -> None:
+        with self._lock:
+            self._until[(scope, ident)] = until
+            self._until.move_to_end((scope, ident))
+            while len(self._until) > self.size:
+                self._until.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._until.clear()
+
+
+blocked = Blocked()
+
+
+@dataclass
+class _Hit:
+    """The request's count, riding along with its round trip."""
+
+    scope: str
+    ident: str
+    limit: int
+    duration: int
+    now: float
+    needs_success: bool = False
+    _index: int = -1
+
+    def queue(self, pipe: Pipeline) -> None:
+        self._index = store.queue_hit(pipe, self.scope, self.ident, self.duration, self.now)
+
+    def arrived(self, replies: list[Any]) -> None:
+        count = replies[self._index]
+        if isinstance(count, int) and count >= self.limit:
+            blocked.block(self.scope, self.ident, store.window_of(self.now, self.duration)[1])
+
+
 def hit(scope: str, ident: str, limit: int, duration: int) -> Decision:
-    """Count one request of client ``ident`` under ``scope``; refused past ``limit`` per window."""
+    """Count one request of client ``ident`` under ``scope``: refused (no Redis call) when this
+    process already saw the client reach ``limit`` in the current window; otherwise let through,
+    its count queued for the request's round trip."""
+    now = clock.now()
+    until = blocked.until(scope, ident, now)
+    if until is not None:
+        return Decision(allowed=False, retry_after=until - now)
     try:
-        count, left = store.hit(get_client(), scope, ident, duration, clock.now())
-    except StoreUnavailable as error:
+        round_trip.ride(_Hit(scope, ident, limit, duration, now), get_client())
+    except StoreUnavailable as error:  # sent at once (outside a request's round trip) and failed
         logger.warning("rate limit %s not counted (Redis unavailable: %s); request let through", scope, error)
-        return Decision(allowed=True, retry_after=0.0)
-    return Decision(allowed=count <= limit, retry_after=max(left, 0.0))
+    return Decision(allowed=True, retry_after=0.0)

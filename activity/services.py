@@ -10,13 +10,16 @@ job), and each costs a bounded number of Redis round trips, stated in its docstr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 from django.db import DatabaseError, connection
 
-from activity import clock, conf, groups
+from activity import clock, conf, groups, metrics
 from activity.calendar import day_of
 from activity.errors import StoreUnavailable
 from activity.events import Event
@@ -24,12 +27,15 @@ from activity.store import actives as actives_store
 from activity.store import groups as group_store
 from activity.store import health as health_store
 from activity.store import last_seen as last_seen_store
+from activity.store import round_trip
 from activity.store import sessions as sessions_store
 from activity.store import visitors as visitors_store
 from activity.store.client import get_client
 from activity.store.daily import total
 from activity.store.scripts import Pipeline
 from activity.store.sessions import PageView, SessionPage
+
+logger = logging.getLogger("activity.services")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +82,19 @@ def record_events(
     The same round trip reads each user's group index; only when a last seen moved and one of
     its users belongs to a materialized group view does a second round trip update those views.
     """
+    pipe = Pipeline(get_client())
+    finish = queue_record(pipe, events, visitors, names)
+    return finish(pipe.execute() if len(pipe) else [])
+
+
+def queue_record(
+    pipe: Pipeline,
+    events: Sequence[Event],
+    visitors: Sequence[tuple[str, float]] = (),
+    names: Mapping[str, str] | None = None,
+) -> Callable[[list[Any]], RecordResult]:
+    """``record_events``' commands queued on ``pipe``; call what it returns with the pipeline's
+    replies to finish (group views) and get the result."""
     latest: dict[str, float] = {}
     views: list[PageView] = []
     names = names or {}
@@ -87,9 +106,8 @@ def record_events(
         if path is not None:
             views.append(PageView(user=event.user, path=path, ts=ts, name=names.get(event.user)))
     if not latest and not visitors:
-        return RecordResult(accepted=0, last_seen_updated=0)
+        return lambda replies: RecordResult(accepted=0, last_seen_updated=0)
     now = clock.now()
-    pipe = Pipeline(get_client())
     moved_at = last_seen_store.queue_update(pipe, latest, now) if latest else None
     started_at = None
     if views:
@@ -102,16 +120,62 @@ def record_events(
     new_at = visitors_store.queue_visits(pipe, visits, now, conf.settings.VISITOR_PARTITION_BITS)
     actives_store.queue_actives(pipe, actives, now, conf.settings.ACTIVE_BITMAP_MAX_ID)
     groups_at = group_store.queue_groups_of(pipe, latest)
-    results = pipe.execute()
-    if moved_at is not None and results[moved_at]:
-        found = zip(latest, results[groups_at], strict=True)
-        groups.propagate(latest, {user: ids for user, ids in found if ids})
-    return RecordResult(
-        accepted=len(events) + len(visitors),
-        last_seen_updated=0 if moved_at is None else results[moved_at],
-        new_visitors=total(results, new_at),
-        sessions_started=0 if started_at is None else results[started_at],
-    )
+
+    def finish(results: list[Any]) -> RecordResult:
+        if moved_at is not None and results[moved_at]:
+            found = zip(latest, results[groups_at], strict=True)
+            groups.propagate(latest, {user: ids for user, ids in found if ids})
+        accepted = len(events) + len(visitors)
+        metrics.EVENTS_ACCEPTED.inc(accepted)
+        return RecordResult(
+            accepted=accepted,
+            last_seen_updated=0 if moved_at is None else results[moved_at],
+            new_visitors=total(results, new_at),
+            sessions_started=0 if started_at is None else results[started_at],
+        )
+
+    return finish
+
+
+@dataclass
+class CallerActivity:
+    """An API caller's own activity (last seen, active today), riding along with the request's
+    round trip (``store.round_trip``) instead of a round trip of its own."""
+
+    user: str
+    name: str
+    ts: float
+    needs_success: bool = True
+    _finish: Callable[[list[Any]], RecordResult] | None = None
+
+    def queue(self, pipe: Pipeline) -> None:
+        self._finish = queue_record(pipe, [Event(user=self.user, ts=self.ts)], names={self.user: self.name})
+
+    def arrived(self, replies: list[Any]) -> None:
+        if self._finish is not None:
+            self._finish(replies)
+
+
+@contextmanager
+def one_round_trip() -> Iterator[Callable[[bool], None]]:
+    """Within the block (one API request), the throttle's count and the caller's activity ride
+    along with the first thing sent to Redis (``store.round_trip``). Call what it yields at the end
+    with whether the request succeeded: it sends what nothing took aboard (a caller's activity only
+    on success). Redis failing then only loses that count or activity (logged): the answer stands."""
+
+    def send_rest(succeeded: bool) -> None:
+        try:
+            round_trip.send_pending(get_client(), succeeded)
+        except StoreUnavailable as error:
+            logger.warning("throttle count and caller activity not recorded (%s)", error)
+
+    with round_trip.collecting():
+        yield send_rest
+
+
+def record_caller(user: str, name: str) -> None:
+    """Record an API caller's own activity with the request's round trip (sent now outside one)."""
+    round_trip.ride(CallerActivity(user, name, clock.now()), get_client())
 
 
 def session_page(user: str, page: int = 1, page_size: int = 20) -> SessionPage | None:
@@ -167,10 +231,12 @@ def online_count(within: int | None = None) -> int:
 
 def online_page(
     within: int | None = None, limit: int = 50, after: tuple[float, str] | None = None
-) -> list[tuple[str, float]]:
-    """A page of online users, most recent first, continuing after the (ts, user) ``after``."""
+) -> tuple[list[tuple[str, float]], int]:
+    """A page of online users, most recent first, continuing after the (ts, user) ``after``, and
+    how many are online (``online_count``, the same moment); one round trip."""
     within = conf.settings.ONLINE_WINDOW if within is None else within
-    return last_seen_store.page_since(get_client(), clock.now() - within, limit, after)
+    page, count = last_seen_store.page_and_count_since(get_client(), clock.now() - within, limit, after)
+    return page, count or 0
 
 
 def health() -> dict[str, str]:

@@ -19,3 +19,11 @@ workers = int(os.environ.get("WEB_CONCURRENCY") or 2 * len(os.sched_getaffinity(
 threads = int(os.environ.get("WEB_THREADS") or 4)
 # Without a proxy in front, browsers keep connections open between page loads.
 keepalive = 5
+
+
+def child_exit(server: object, worker: object) -> None:
+    """A worker's live gauges leave /metrics with it (prometheus-client's multiprocess mode)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,6 +71,11 @@ def main() -> int:
         env["REDIS_URL"] = private.url
         print(f"Nothing answers at {url}: started a private redis-server ({private.binary}) at {private.url}")
     (ROOT / "var").mkdir(exist_ok=True)
+    # Every process counts its metrics into one directory, so /metrics sums web and Celery workers.
+    metrics_dir = ROOT / "var" / "prometheus"
+    shutil.rmtree(metrics_dir, ignore_errors=True)  # the counts of a previous run are not this one's
+    metrics_dir.mkdir()
+    env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(metrics_dir))
     python = sys.executable
     processes: dict[str, subprocess.Popen[bytes]] = {}
     # The children are in process groups of their own: the terminal's signals reach only this process,

@@ -6,7 +6,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from activity import conf
+from activity import conf, rate_limits
+from activity.api.authentication import tokens
 from activity.middleware import fail_open
 from activity.store.client import get_client
 
@@ -26,11 +27,17 @@ def redis_client():
     delete_own_keys(client)
 
 
+def _forget_process_state() -> None:
+    fail_open.reset()
+    rate_limits.blocked.clear()
+    tokens.clear()
+
+
 @pytest.fixture(autouse=True)
 def _clean_state(redis_client):
-    fail_open.reset()
+    _forget_process_state()
     yield
-    fail_open.reset()
+    _forget_process_state()
 
 
 @pytest.fixture

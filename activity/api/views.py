@@ -8,13 +8,14 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from activity import audience, conf, groups, recommendations, reports, services
+from activity import audience, conf, exposition, groups, recommendations, reports, services
 from activity.api import serializers as s
 from activity.api.openapi import HEADERS, responses
 from activity.api.pagination import next_link, page_links
 from activity.api.permissions import CanIngest, IsStaffOrSelf
+from activity.api.renderers import PrometheusRenderer
+from activity.api.service_view import ServiceView
 from activity.api.throttles import ScopedRateThrottle
 from activity.errors import InvalidValue, UnknownPath
 from activity.events import USER_ID_PATTERN, clean_user, iso
@@ -32,7 +33,7 @@ def user_from_url(value: str) -> str:
         raise ValidationError({"user": [str(error)]}) from None
 
 
-class EventsView(APIView):
+class EventsView(ServiceView):
     permission_classes = [CanIngest]
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "ingest"
@@ -52,7 +53,7 @@ class EventsView(APIView):
         )
 
 
-class LastSeenView(APIView):
+class LastSeenView(ServiceView):
     permission_classes = [IsStaffOrSelf]
 
     @extend_schema(parameters=[USER_PARAMETER, *HEADERS], responses=responses({200: s.LastSeenSerializer}, 400, 404))
@@ -63,7 +64,7 @@ class LastSeenView(APIView):
         return Response(s.LastSeenSerializer(seen).data)
 
 
-class OnlineView(APIView):
+class OnlineView(ServiceView):
     permission_classes = [IsAdminUser]
 
     @extend_schema(
@@ -74,18 +75,18 @@ class OnlineView(APIView):
         query.is_valid(raise_exception=True)
         within = query.validated_data.get("within", conf.settings.ONLINE_WINDOW)
         size = query.validated_data["page_size"]
-        rows = services.online_page(within, limit=size + 1, after=query.validated_data.get("cursor"))
+        rows, count = services.online_page(within, size + 1, query.validated_data.get("cursor"))
         page, more = rows[:size], len(rows) > size
         return Response(
             {
-                "count": services.online_count(within),
+                "count": count,
                 "next": next_link(request, page[-1][1], page[-1][0]) if more else None,
                 "results": [{"user": user, "ts": ts, "last_seen": iso(ts)} for user, ts in page],
             }
         )
 
 
-class StatsView(APIView):
+class StatsView(ServiceView):
     """Audience figures in one Redis round trip (see activity.audience.stats)."""
 
     permission_classes = [IsAdminUser]
@@ -95,7 +96,7 @@ class StatsView(APIView):
         return Response(audience.stats().as_api())
 
 
-class SessionView(APIView):
+class SessionView(ServiceView):
     permission_classes = [IsStaffOrSelf]
 
     @extend_schema(
@@ -123,7 +124,7 @@ class SessionView(APIView):
         )
 
 
-class ReportListView(APIView):
+class ReportListView(ServiceView):
     permission_classes = [IsAdminUser]
 
     @extend_schema(operation_id="reports_list", parameters=HEADERS, responses=responses({200: s.ReportListSerializer}))
@@ -132,7 +133,7 @@ class ReportListView(APIView):
         return Response({"count": len(found), "results": found})
 
 
-class ReportView(APIView):
+class ReportView(ServiceView):
     permission_classes = [IsAdminUser]
 
     @extend_schema(
@@ -175,7 +176,7 @@ def group_from_url(value: str) -> int:
     return found.validated_data["group_id"]
 
 
-class GroupMembersView(APIView):
+class GroupMembersView(ServiceView):
     """Members of a Django auth group, most recently seen first, never-seen members last."""
 
     permission_classes = [IsAdminUser]
@@ -205,7 +206,7 @@ class GroupMembersView(APIView):
         )
 
 
-class RecommendationsView(APIView):
+class RecommendationsView(ServiceView):
     """The pages most often visited next after the user's latest pages (see activity.recommendations)."""
 
     permission_classes = [IsStaffOrSelf]
@@ -224,7 +225,7 @@ class RecommendationsView(APIView):
         return Response({"user": user, "results": [{"path": path, "score": score} for path, score in found]})
 
 
-class NextPagesView(APIView):
+class NextPagesView(ServiceView):
     """Distinct random picks among the pages that followed a page, weighted by how often each did."""
 
     permission_classes = [IsAdminUser]
@@ -248,3 +249,15 @@ class NextPagesView(APIView):
         except UnknownPath as error:
             raise ValidationError({"path": [str(error)]}) from None
         return Response({"path": path, "results": [{"path": pick} for pick in picks]}, headers={"X-Cache": cache})
+
+
+@extend_schema(exclude=True)
+class MetricsView(ServiceView):
+    """``GET /metrics`` for Prometheus, staff only (a scraper signs in with a staff user's token)."""
+
+    permission_classes = [IsAdminUser]
+    renderer_classes = [PrometheusRenderer]
+    throttle_classes = []
+
+    def get(self, request: Request) -> Response:
+        return Response(exposition.exposition())

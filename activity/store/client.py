@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import redis
 from django.conf import settings as django_settings
 from redis.backoff import NoBackoff
 from redis.client import Pipeline as RedisPipeline
+from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
-from activity import conf
+from activity import conf, metrics
 from activity.errors import StoreTimeout, StoreUnavailable
+from activity.store import round_trip
 
 # Reply codes of a server that cannot serve now, though nothing is wrong with the command:
 # maxmemory reached (noeviction), a replica or a demoted primary, a dataset loading, a script or
@@ -49,34 +52,77 @@ def translate(error: BaseException) -> BaseException:
     reason = unavailable_reason(error)
     if reason is None:
         return error
+    metrics.REDIS_FAILURES.labels(reason).inc()
     kind = StoreTimeout if reason == "timeout" else StoreUnavailable
     translated = kind(reason, str(error))
     translated.__cause__ = error
     return translated
 
 
-class ClientPipeline(RedisPipeline):
-    """A redis-py pipeline whose errors cross the boundary as the service's own."""
+class Pipeline(RedisPipeline):
+    """The service's pipeline: one round trip for its commands and the request's waiting riders
+    (``round_trip``), scripts by SHA without redis-py's SCRIPT EXISTS round trip, and errors that
+    cross the boundary as the service's own.
+
+    ``script()`` queues a bare EVALSHA and, only when the server answers NOSCRIPT (restart, SCRIPT
+    FLUSH, failover), re-runs that one script after loading it. A command that failed with NOSCRIPT
+    did nothing, so re-running it alone is safe even inside MULTI/EXEC. ``execute()`` returns the
+    replies to the pipeline's own commands; the riders' go to the riders.
+    """
+
+    def __init__(self, client: Client, transaction: bool = False) -> None:
+        super().__init__(client.connection_pool, client.response_callbacks, transaction, None)
+        self.client = client
+        self._scripts: dict[int, tuple[Any, Sequence[str], Sequence[Any]]] = {}
+
+    def script(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> int:
+        """Queue ``script`` (a ``scripts.LuaScript``); returns the index of its reply."""
+        index = len(self.command_stack)
+        self._scripts[index] = (script, keys, args)
+        self.evalsha(script.sha, len(keys), *keys, *args)
+        return index
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
+        mine = len(self.command_stack)
+        aboard = round_trip.board(self)
+        if not self.command_stack:
+            return []
+        metrics.REDIS_ROUND_TRIPS.inc()
+        scripts = self._scripts  # execute() resets the pipeline
         try:
-            results = super().execute(raise_on_error)
+            results = super().execute(raise_on_error=False)
         except redis.RedisError as error:
             raise translate(error) from error
-        return [translate(result) if isinstance(result, redis.RedisError) else result for result in results]
+        for index, (script, keys, args) in scripts.items():
+            if isinstance(results[index], NoScriptError):
+                results[index] = script(self.client, keys, args)
+        results = [translate(result) if isinstance(result, redis.RedisError) else result for result in results]
+        if raise_on_error:
+            for result in results:
+                if isinstance(result, Exception):
+                    raise result
+        round_trip.arrive(aboard, results)
+        return results[:mine]
+
+    def reset(self) -> None:
+        super().reset()
+        self._scripts = {}
 
 
 class Client(redis.Redis):
     """``redis.Redis`` whose commands and pipelines raise ``StoreUnavailable`` when Redis cannot serve."""
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
+        if round_trip.waiting():  # the request's riders travel with its first command
+            return round_trip.carry(self, args, options)
+        metrics.REDIS_ROUND_TRIPS.inc()
         try:
             return super().execute_command(*args, **options)
         except redis.RedisError as error:
             raise translate(error) from error
 
-    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> ClientPipeline:
-        return ClientPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
+        return Pipeline(self, transaction)
 
 
 @functools.cache

@@ -64,12 +64,25 @@ def page_since(
     pages through do not shift later pages and make it skip anyone. One command either way, O(log N
     + limit) even when thousands of users share the cursor's score (``last_seen_page_after.lua``).
     """
+    return page_and_count_since(client, since, limit, before, count=False)[0]
+
+
+def page_and_count_since(
+    client: Client, since: float, limit: int, before: tuple[float, str] | None = None, count: bool = True
+) -> tuple[list[tuple[str, float]], int | None]:
+    """``page_since`` and (unless ``count`` is False) ``count_since`` in one round trip."""
+    pipe = client.pipeline(transaction=False)
     if before is None:
-        return client.zrange(
-            keys.last_seen(), "+inf", since, byscore=True, desc=True, offset=0, num=limit, withscores=True
-        )
-    flat = PAGE_AFTER(client, [keys.last_seen()], [repr(float(before[0])), before[1], repr(float(since)), limit])
-    return [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)]
+        pipe.zrange(keys.last_seen(), "+inf", since, byscore=True, desc=True, offset=0, num=limit, withscores=True)
+    else:
+        pipe.script(PAGE_AFTER, [keys.last_seen()], [repr(float(before[0])), before[1], repr(float(since)), limit])
+    if count:
+        queue_count_since(pipe, since)
+    replies = pipe.execute()
+    page = replies[0]
+    if before is not None:
+        page = [(page[i], float(page[i + 1])) for i in range(0, len(page), 2)]
+    return page, replies[1] if count else None
 
 
 def prune(client: Client, cutoff: float, step: int) -> tuple[int, int]:

@@ -1,10 +1,9 @@
 """Loads ``lua/*.lua`` once and runs the scripts by SHA, recovering from NOSCRIPT.
 
 Plain calls go through redis-py's ``Script``, which reloads on NOSCRIPT. In pipelines, redis-py's
-``Script`` sends SCRIPT EXISTS before every execute (an extra round trip), so ``Pipeline`` below
-queues a bare EVALSHA and, only when the server answers NOSCRIPT (restart, SCRIPT FLUSH,
-failover), re-runs that one script after loading it. A command that failed with NOSCRIPT did
-nothing, so re-running it alone is safe even inside MULTI/EXEC.
+``Script`` sends SCRIPT EXISTS before every execute (an extra round trip), so the service's own
+pipeline (``client.Pipeline``, importable from here too) queues a bare EVALSHA and recovers from
+NOSCRIPT itself.
 """
 
 from __future__ import annotations
@@ -14,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError
 
-from activity.store.client import Client
+from activity.store.client import Client, Pipeline
+
+__all__ = ["LUA_DIR", "LuaScript", "Pipeline"]
 
 LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
 
@@ -34,37 +34,3 @@ class LuaScript:
 
     def __call__(self, client: Client, keys: Sequence[str], args: Sequence[Any]) -> Any:
         return self._script(keys=keys, args=args, client=client)
-
-
-class Pipeline:
-    """A redis-py pipeline whose scripts cost no extra round trip and survive NOSCRIPT."""
-
-    def __init__(self, client: Client, transaction: bool = False) -> None:
-        self.client = client
-        self.pipe = client.pipeline(transaction=transaction)
-        self._scripts: dict[int, tuple[LuaScript, Sequence[str], Sequence[Any]]] = {}
-
-    def script(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> int:
-        """Queue ``script``; returns the index of its reply in ``execute()``'s list."""
-        index = len(self.pipe.command_stack)
-        self._scripts[index] = (script, keys, args)
-        self.pipe.evalsha(script.sha, len(keys), *keys, *args)
-        return index
-
-    def __len__(self) -> int:
-        return len(self.pipe.command_stack)
-
-    def __getattr__(self, name: str) -> Any:
-        # Plain commands (rpush, expire, ...) are queued on the underlying pipeline.
-        return getattr(self.pipe, name)
-
-    def execute(self) -> list[Any]:
-        """Send everything in one round trip; raise the first error after NOSCRIPT recovery."""
-        results = self.pipe.execute(raise_on_error=False)
-        for index, (script, keys, args) in self._scripts.items():
-            if isinstance(results[index], NoScriptError):
-                results[index] = script(self.client, keys, args)
-        for result in results:
-            if isinstance(result, Exception):
-                raise result
-        return results

@@ -1,0 +1,23 @@
+"""The service's Prometheus counters (prometheus-client); ``activity.exposition`` serves them.
+
+A leaf module (nothing of ours imported), so every layer, the store included, can count into it.
+Counters live in the process that counts (web workers, Celery workers); under ``make run`` every
+process shares ``PROMETHEUS_MULTIPROC_DIR`` (prometheus-client's multiprocess mode).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter
+
+EVENTS_ACCEPTED = Counter("activity_events_accepted", "Events recorded (API, Celery task and middleware).")
+EVENTS_REJECTED = Counter("activity_events_rejected", "Events in batches refused by validation (nothing written).")
+REDIS_ROUND_TRIPS = Counter("activity_redis_round_trips", "Round trips to Redis (a pipeline counts once).")
+REDIS_FAILURES = Counter(
+    "activity_redis_failures", "Redis calls that failed because Redis could not serve.", ["reason"]
+)
+FAIL_OPEN_PAUSES = Counter("activity_fail_open_pauses", "Times the middleware paused tracking after a Redis failure.")
+FLUSH_ROWS = Counter("activity_flush_rows_written", "Last-seen rows written to the database by the flush.")
+REPORT_REBUILDS = Counter("activity_report_rebuilds", "Cached copies (reports, next-page picks) rebuilt.")
+REPORT_STALE_SERVES = Counter(
+    "activity_report_stale_serves", "Cached copies served stale while another client rebuilt them."
+)

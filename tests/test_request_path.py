@@ -92,8 +92,9 @@ def test_the_callers_activity_is_recorded_once_not_again_by_the_middleware(machi
     api = machine[2]
     with CommandDelta(redis_client) as delta:
         assert api.get("/api/v1/reports/").status_code == 200
-    # The throttle's count, the caller's last seen, first visit and group index: one each.
-    assert delta.calls["evalsha"] == 4
+    # The throttle's count, the caller's last seen, first visit, unique visitors, active users and
+    # group index: one script each, nothing twice (the middleware adds nothing).
+    assert delta.calls["evalsha"] == 6
 
 
 def test_a_request_refused_before_redis_records_no_caller_activity(machine, redis_client):

@@ -14,7 +14,7 @@ from datetime import date
 
 from activity.calendar import PERIODS, name_of
 from activity.store import keys
-from activity.store.daily import dated_keys, live_days
+from activity.store.daily import live_days, queue_add
 from activity.store.scripts import Pipeline
 
 BITS = (keys.active_bits, keys.active_bits_week, keys.active_bits_month)
@@ -32,7 +32,7 @@ def bitmap_offset(user: str, max_id: int) -> int | None:
 
 def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: float, max_id: int) -> None:
     """Queue SETBIT (integer ids) or PFADD (other ids) into the active-user keys of each activity's
-    day, week and month."""
+    day, week and month: one EVALSHA per day and kind."""
     bits: dict[date, set[int]] = defaultdict(set)
     others: dict[date, set[str]] = defaultdict(set)
     ttls = live_days(actives, now)
@@ -45,14 +45,9 @@ def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: fl
         else:
             bits[day].add(offset)
     for day, offsets in bits.items():
-        for key, ttl in dated_keys(BITS, day, now):
-            for offset in sorted(offsets):
-                pipe.setbit(key, offset, 1)
-            pipe.expire(key, ttl)
+        queue_add(pipe, BITS, day, now, "bits", sorted(offsets))
     for day, users in others.items():
-        for key, ttl in dated_keys(HLLS, day, now):
-            pipe.pfadd(key, *users)
-            pipe.expire(key, ttl)
+        queue_add(pipe, HLLS, day, now, "hll", users)
 
 
 def queue_active(pipe: Pipeline, period: str, day: date, max_id: int) -> list[int]:

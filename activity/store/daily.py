@@ -8,10 +8,13 @@ its period, longer than a report reads it plus a margin for a late rollup.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import date
 
 from activity.calendar import PERIODS, last_day, name_of, seconds_left
+from activity.store.scripts import LuaScript, Pipeline
+
+ADD_TO_PERIODS = LuaScript("add_to_periods")
 
 KEEP_DAYS = 35
 
@@ -32,6 +35,21 @@ def dated_keys(builders: Sequence[Callable[[str], str]], day: date, now: float) 
     ttls = (day_ttl(day, now), period_ttl("week", day, now), period_ttl("month", day, now))
     names = (name_of(period, day) for period in PERIODS)
     return [(build(name), ttl) for build, name, ttl in zip(builders, names, ttls, strict=True)]
+
+
+def queue_add(
+    pipe: Pipeline,
+    builders: Sequence[Callable[[str], str]],
+    day: date,
+    now: float,
+    kind: str,
+    members: Collection[object],
+) -> int:
+    """Queue the members' addition to one figure's day, week and month keys (``kind``: ``hll``,
+    or ``bits`` for bit offsets), their TTLs included: one EVALSHA, whatever the number of members
+    (``lua/add_to_periods.lua``)."""
+    found = dated_keys(builders, day, now)
+    return pipe.script(ADD_TO_PERIODS, [key for key, _ in found], [kind, *(ttl for _, ttl in found), *members])
 
 
 def live_days(pairs: Iterable[tuple[object, date]], now: float) -> dict[date, int]:

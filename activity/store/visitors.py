@@ -19,7 +19,7 @@ from datetime import date
 
 from activity.calendar import PERIODS, day_name, day_number, name_of
 from activity.store import keys
-from activity.store.daily import dated_keys, day_ttl, live_days
+from activity.store.daily import day_ttl, live_days, queue_add
 from activity.store.scripts import LuaScript, Pipeline
 
 FIRST_VISIT = LuaScript("first_visit")
@@ -60,9 +60,7 @@ def queue_visits(pipe: Pipeline, visits: Collection[tuple[bytes, date]], now: fl
         args = [day_number(day), ttls[day], *members]
         indexes.append(pipe.script(FIRST_VISIT, [keys.new_visitors(shard, day_name(day)), *hashes], args))
     for day, members in per_day.items():
-        for key, ttl in dated_keys(UNIQUE, day, now):
-            pipe.pfadd(key, *members)
-            pipe.expire(key, ttl)
+        queue_add(pipe, UNIQUE, day, now, "hll", members)
     return indexes
 
 

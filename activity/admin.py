@@ -1,6 +1,8 @@
 """Admin pages for the flushed activity rows: the user activity changelist and the daily rollups.
 
-Rows are written only by the flush and rollup jobs, so both pages are read-only. The changelist
+Rows are written only by the flush and rollup jobs, so both pages are read-only; the one change
+is the action that erases the selected users everywhere (``activity.privacy``), for staff with
+the permission to delete user activity. The changelist
 stays a fixed number of queries whatever the number of rows (the Django user comes in the same
 query, no full COUNT), and the live last seen of the rows shown comes from Redis in one round trip.
 """
@@ -10,14 +12,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
-from activity import clock, conf, services
+from activity import clock, conf, privacy, services
 from activity.calendar import midnight, today, utc, week_days
+from activity.errors import StoreUnavailable
 from activity.models import DailyRollup, UserActivity
 
 DORMANT_DAYS = 30
@@ -87,6 +90,25 @@ class UserActivityAdmin(ReadOnlyAdmin):
     list_per_page = 100
     fields = ("user_id", "account", "first_seen", "last_seen", "updated_at", "live_last_seen", "live_session")
     readonly_fields = fields
+    actions = ["erase_activity"]
+
+    def has_erase_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("activity.delete_useractivity")
+
+    @admin.action(description="Erase the selected users' activity everywhere", permissions=["erase"])
+    def erase_activity(self, request: HttpRequest, queryset: QuerySet) -> None:
+        """Erase each selected user in Redis and the database (docs/privacy.md)."""
+        erased = []
+        try:
+            for user_id in queryset.values_list("user_id", flat=True):
+                privacy.erase(user_id)
+                erased.append(user_id)
+        except StoreUnavailable as error:
+            self.message_user(
+                request, f"Redis is unavailable ({error}): {len(erased)} erased, retry the rest.", messages.ERROR
+            )
+            return
+        self.message_user(request, f"Erased {len(erased)} users' activity everywhere.", messages.SUCCESS)
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return LiveChangeList

@@ -7,9 +7,15 @@ class ActivityConfig(AppConfig):
     verbose_name = "Activity"
 
     def ready(self) -> None:
-        from activity import group_membership
+        from django.contrib.auth import get_user_model
+        from django.db.models.signals import post_delete
+
+        from activity import conf, group_membership, privacy, traffic
 
         group_membership.connect()
+        # A deleted user is erased everywhere once the deletion commits.
+        post_delete.connect(privacy.user_deleted, sender=get_user_model(), dispatch_uid="activity.privacy.user_deleted")
+        traffic.bot_patterns(conf.settings.BOT_PATTERNS)  # an invalid pattern stops start-up, named
 
 
 class ActivityAdminConfig(admin_apps.AdminConfig):

@@ -1,4 +1,5 @@
-"""Audience figures: online now, active users, new and unique visitors, and the per-day rollup.
+"""Audience figures: online now, active users, new and unique visitors, requests that were not
+people's (bots, machines), and the per-day rollup.
 
 The same figures serve ``GET /api/v1/stats/``, the dashboard, Python callers and the rollup job.
 Days are UTC days; weeks start on Monday; "this week" and "this month" run up to today.
@@ -12,12 +13,13 @@ from typing import Any
 
 from django.utils import timezone
 
-from activity import calendar, clock, conf, locks
+from activity import calendar, clock, conf, locks, traffic
 from activity.errors import DayOutOfRange
 from activity.models import DailyRollup
 from activity.store import actives as actives_store
 from activity.store import last_seen as last_seen_store
 from activity.store import sessions as sessions_store
+from activity.store import traffic as traffic_store
 from activity.store import visitors as visitors_store
 from activity.store.client import get_client
 from activity.store.daily import KEEP_DAYS, day_ttl, total
@@ -37,6 +39,8 @@ class Stats:
     unique_visitors_day: int
     unique_visitors_week: int
     unique_visitors_month: int
+    bots_day: int
+    machines_day: int
 
     def as_api(self) -> dict[str, Any]:
         """The body of ``GET /api/v1/stats/`` (API.md)."""
@@ -49,12 +53,21 @@ class Stats:
                 "week": self.unique_visitors_week,
                 "month": self.unique_visitors_month,
             },
+            "bots": {"day": self.bots_day},
+            "machines": {"day": self.machines_day},
             "day": self.day.isoformat(),
         }
 
 
+NOT_PEOPLE = (traffic.BOT, traffic.MACHINE)
+
+
 def stats() -> Stats:
-    """Today's figures. One round trip: every read, the online count included, in one pipeline."""
+    """Today's figures. One round trip: every read, the online count included, in one pipeline.
+
+    Unique visitors are the anonymous ones (a HyperLogLog) plus the active users: a signed-in
+    visitor is an active user, and counting them there keeps them out of any HyperLogLog.
+    """
     now = clock.now()
     day = calendar.day_of(now)
     max_id = conf.settings.ACTIVE_BITMAP_MAX_ID
@@ -65,13 +78,27 @@ def stats() -> Stats:
         "active_week": actives_store.queue_active(pipe, "week", day, max_id),
         "active_month": actives_store.queue_active(pipe, "month", day, max_id),
         "new_visitors_day": visitors_store.queue_new_visitors(pipe, day),
-        "unique_visitors_day": visitors_store.queue_unique(pipe, "day", day),
-        "unique_visitors_week": visitors_store.queue_unique(pipe, "week", day),
-        "unique_visitors_month": visitors_store.queue_unique(pipe, "month", day),
+        "anonymous_day": visitors_store.queue_unique(pipe, "day", day),
+        "anonymous_week": visitors_store.queue_unique(pipe, "week", day),
+        "anonymous_month": visitors_store.queue_unique(pipe, "month", day),
     }
+    traffic_at = traffic_store.queue_read(pipe, day, NOT_PEOPLE)
     results = pipe.execute()
     figures = {name: total(results, indexes) for name, indexes in reads.items()}
-    return Stats(day=day, online=int(results[online_at]), **figures)
+    bots, machines = (int(count or 0) for count in results[traffic_at])
+    return Stats(
+        day=day,
+        online=int(results[online_at]),
+        active_day=figures["active_day"],
+        active_week=figures["active_week"],
+        active_month=figures["active_month"],
+        new_visitors_day=figures["new_visitors_day"],
+        unique_visitors_day=figures["anonymous_day"] + figures["active_day"],
+        unique_visitors_week=figures["anonymous_week"] + figures["active_week"],
+        unique_visitors_month=figures["anonymous_month"] + figures["active_month"],
+        bots_day=bots,
+        machines_day=machines,
+    )
 
 
 def rollup_day(day: date) -> DailyRollup | None:
@@ -101,7 +128,7 @@ def rollup_day(day: date) -> DailyRollup | None:
             page_views=page_views,
             active_users=total(results, active_at),
             new_visitors=total(results, new_at),
-            unique_visitors=total(results, unique_at),
+            unique_visitors=total(results, unique_at) + total(results, active_at),
             updated_at=timezone.now(),
         )
         DailyRollup.objects.bulk_create(

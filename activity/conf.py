@@ -83,6 +83,19 @@ DEFAULTS: dict[str, Any] = {
     # Admin dashboard: seconds between live refreshes, and days in its charts (today included).
     "ACTIVITY_DASHBOARD_REFRESH": 5.0,
     "ACTIVITY_DASHBOARD_DAYS": 30,
+    # Privacy (docs/privacy.md). Seconds an erased user id stays tombstoned: the flush and late
+    # events skip it meanwhile (never less than what a dead flush's claim takes to come back).
+    "ACTIVITY_ERASE_TOMBSTONE_TTL": 3600,
+    # Browsers' opt-out signals: Sec-GPC: 1 / DNT: 1 mean no visitor cookie and no anonymous visit.
+    "ACTIVITY_HONOR_GPC": True,
+    "ACTIVITY_HONOR_DNT": True,
+    # Crawlers and requests without a user agent are counted apart, not as visitors or page views;
+    # site-specific patterns (regular expressions, case-insensitive) are added to the library's.
+    "ACTIVITY_BOT_DETECTION": True,
+    "ACTIVITY_BOT_PATTERNS": (),
+    # Requests authenticated by an API credential (a DRF token) are machine traffic: last seen
+    # only, unless this counts them as people (actives, page views, most-active).
+    "ACTIVITY_COUNT_MACHINES": False,
 }
 
 _TUPLES = {
@@ -92,6 +105,8 @@ _TUPLES = {
     "ACTIVITY_SESSION_CONTENT_TYPES",
     "ACTIVITY_SESSION_EXCLUDE_PATHS",
 }
+# Regular expressions may hold commas: a string setting is one pattern (join several with |).
+_PATTERNS = {"ACTIVITY_BOT_PATTERNS"}
 
 
 _cache: dict[str, Any] = {}
@@ -111,6 +126,8 @@ def _read(name: str) -> Any:
     value = getattr(django_settings, name, default)
     if isinstance(default, bool) and isinstance(value, str):
         return value.strip().lower() in {"1", "true", "yes", "on"}
+    if name in _PATTERNS:
+        return tuple(pattern for pattern in ([value] if isinstance(value, str) else value) if pattern)
     if name in _TUPLES:
         if isinstance(value, str):
             return tuple(item.strip() for item in value.split(",") if item.strip())

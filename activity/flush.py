@@ -5,6 +5,10 @@ from "dirty" to "claimed" in the store's ``FlushQueue``), one bulk upsert that n
 ``last_seen`` backwards, commit, then acknowledge. A worker killed anywhere in between leaves its
 claim behind; the reaper hands it back and the next run writes it again, which is harmless because
 the upsert keeps the greater value.
+
+A user erased meanwhile (``activity.privacy``) cannot come back through a flush: an erased member
+is never claimed, and one claimed before the erase is reported by the ack; either way the flush
+deletes the row it may have written (docs/privacy.md, "The flush race").
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from activity import clock, conf, locks, metrics
 from activity.managers import Upsert
 from activity.models import UserActivity
 from activity.store.client import get_client
-from activity.store.flush_queue import FlushQueue
+from activity.store.flush_queue import Ack, FlushQueue
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +57,30 @@ class FlushStatus:
 class _Batch:
     claim_time: str
     user_ids: list[str]
-    upsert: Upsert
+    upsert: Upsert | None
+    erased: list[str]  # tombstoned members popped with the batch: their rows are deleted
 
 
 def _claim(queue: FlushQueue, batch_size: int) -> _Batch | None:
     """Claim the next batch and build its upsert; None when nothing waits."""
     claim = queue.claim(clock.now(), batch_size)
-    if not claim.rows:
+    if not claim.rows and not claim.erased:
         return None
     user_ids = [user_id for user_id, _ in claim.rows]
-    return _Batch(claim.claim_time, user_ids, UserActivity.objects.build_upsert(claim.rows))
+    upsert = UserActivity.objects.build_upsert(claim.rows) if claim.rows else None
+    return _Batch(claim.claim_time, user_ids, upsert, claim.erased)
+
+
+def _delete_rows(user_ids: list[str]) -> None:
+    if user_ids:
+        UserActivity.objects.filter(user_id__in=user_ids).delete()
+
+
+def _settle(queue: FlushQueue, acked: Ack) -> None:
+    """Members erased after their claim: delete the rows just written, then drop their claims."""
+    if acked.erased:
+        _delete_rows(acked.erased)
+        queue.forget(acked.erased)
 
 
 def reap_stale_claims() -> int:
@@ -88,20 +106,22 @@ def flush(batch_size: int | None = None, budget: float | None = None) -> FlushRe
     flushed = batches = 0
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flush-redis") as redis_side:
         claiming: Future[_Batch | None] | None = redis_side.submit(_claim, queue, batch_size)
-        acking: Future[int] | None = None
+        acking: Future[Ack] | None = None
         while claiming is not None and (batch := claiming.result()) is not None:
             batches += 1
             batch_claimed.send(sender=flush, batch=batches, size=len(batch.user_ids))
             claiming = redis_side.submit(_claim, queue, batch_size) if time.monotonic() < deadline else None
             with transaction.atomic():
-                batch.upsert.execute()
+                if batch.upsert is not None:
+                    batch.upsert.execute()
+                _delete_rows(batch.erased)
             metrics.FLUSH_ROWS.inc(len(batch.user_ids))
             if acking is not None:
-                acking.result()  # surfaces a failed ack before queueing the next
-            acking = redis_side.submit(queue.ack, batch.claim_time, batch.user_ids)
+                _settle(queue, acking.result())  # also surfaces a failed ack before queueing the next
+            acking = redis_side.submit(queue.ack, batch.claim_time, batch.user_ids, clock.now())
             flushed += len(batch.user_ids)
         if acking is not None:
-            acking.result()
+            _settle(queue, acking.result())
     remaining = queue.backlog()
     log.info("flush: %d members in %d batches, %d reaped, %d waiting", flushed, batches, reaped, remaining.dirty)
     return FlushResult(flushed=flushed, batches=batches, reaped=reaped, remaining=remaining.dirty)

@@ -56,7 +56,7 @@ def _upsert_sql(db_table: str, rows: int) -> str:
     )
 
 
-def _account_candidates(user_ids: Sequence[str]) -> list[object | None]:
+def account_candidates(user_ids: Sequence[str]) -> list[object | None]:
     """Each id as the Django user pk it spells (``str(pk) == id``, within the column), else None.
 
     "007" is not user 7: the middleware records ``str(user.pk)``, so only that spelling is a user.
@@ -117,7 +117,7 @@ def _build_upsert(db_table: str, rows: Sequence[tuple[str, float]]) -> Upsert:
     """
     adapt = connection.ops.adapt_datetimefield_value
     user_ids = [user_id for user_id, _ in rows]
-    candidates = _account_candidates(user_ids)
+    candidates = account_candidates(user_ids)
     now = adapt(dt.datetime.fromtimestamp(clock.now(), dt.UTC))
     if connection.vendor == "postgresql":
         seen_texts = [repr(ts) for _, ts in rows]  # repr: the shortest text that reads back as the same float

@@ -2,10 +2,13 @@
 2xx with HTML, a page view of their navigation session), or an anonymous visit, in one round trip.
 
 Anonymous browsers get a random first-party visitor id cookie (128 bits from ``secrets``, signed
-with ``SECRET_KEY``; never derived from the IP), unless ``ACTIVITY_VISITOR_COOKIES`` is off or the
-``ACTIVITY_VISITOR_CONSENT`` callable says no for the request. A visit counts only once the browser
-sends the cookie back: bots, curl and uptime probes never do, so they cost no Redis call and never
-enter the permanent first-visit store. Anonymous visitors count as visitors, never as users.
+with ``SECRET_KEY``; never derived from the IP), unless ``ACTIVITY_VISITOR_COOKIES`` is off, the
+browser sends an opt-out signal the site honours (GPC, DNT: the cookie is then removed too) or the
+``ACTIVITY_VISITOR_CONSENT`` callable says no for the request. What kind of traffic a request is
+(a person's, a bot's, a machine's) is ``activity.traffic.classify``'s call; bots and machines are
+never visitors or page views, and are counted apart. A visit counts only once the browser
+sends the cookie back: a client that keeps no cookies never enters the permanent first-visit
+store. Anonymous visitors count as visitors, never as users.
 
 It fails open: when Redis cannot serve (unreachable, timing out, or refusing work: OOM, READONLY,
 BUSY, ...) the page is still served, the failure is logged and
@@ -27,7 +30,7 @@ from django.core.signing import BadSignature, Signer
 from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
-from activity import clock, conf, metrics, services
+from activity import clock, conf, metrics, services, traffic
 from activity.errors import InvalidValue, StoreUnavailable
 from activity.events import MAX_PATH_LENGTH, Event, clean_user
 
@@ -107,8 +110,9 @@ def _consent_callable(path: str) -> Callable[[HttpRequest], bool]:
 
 
 def visitor_cookies_allowed(request: HttpRequest) -> bool:
-    """The consent switch: the setting, then the site's callable (if configured) for this request."""
-    if not conf.settings.VISITOR_COOKIES:
+    """The consent switch: the setting, the browser's opt-out signal (GPC, DNT), then the site's
+    callable (if configured) for this request."""
+    if not conf.settings.VISITOR_COOKIES or traffic.opted_out(request):
         return False
     path = conf.settings.VISITOR_CONSENT
     return not path or bool(_consent_callable(path)(request))
@@ -135,9 +139,13 @@ def tracked_visitor(request: HttpRequest, response: HttpResponse) -> str | None:
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         return None
-    if not is_tracked(request, response) or not visitor_cookies_allowed(request):
+    if not is_tracked(request, response):
         return None
     name = conf.settings.VISITOR_COOKIE_NAME
+    if not visitor_cookies_allowed(request):
+        if name in request.COOKIES and traffic.opted_out(request):
+            response.delete_cookie(name, samesite="Lax")  # the browser asked: its id goes too
+        return None
     visitor = visitor_from_cookie(request.COOKIES.get(name, ""))
     if visitor is None:
         response.set_cookie(
@@ -170,16 +178,19 @@ class ActivityMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
+        if not is_tracked(request, response):
+            return response
+        kind = traffic.classify(request)
         user = tracked_user(request, response)
-        visitor = None if user is not None else tracked_visitor(request, response)
-        if (user is not None or visitor is not None) and not fail_open.paused():
+        visitor = None if user is not None or kind != traffic.PERSON else tracked_visitor(request, response)
+        if (user is not None or visitor is not None or kind != traffic.PERSON) and not fail_open.paused():
             now = clock.now()
             try:
                 if user is not None:
                     event = Event(user=user, ts=now, path=page_view_path(request, response))
-                    services.record_events([event], names={user: request.user.get_username()})
+                    services.record_events([event], names={user: request.user.get_username()}, kind=kind)
                 else:
-                    services.record_events([], visitors=[(visitor, now)])
+                    services.record_events([], visitors=[] if visitor is None else [(visitor, now)], kind=kind)
             except StoreUnavailable as error:
                 fail_open.failed(error)
         return response

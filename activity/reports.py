@@ -96,9 +96,18 @@ def _report(name: str) -> Report:
         raise UnknownReport(name) from None
 
 
+def _copy_of(report: Report, period_key: str) -> str:
+    return f"{report.name}:{period_key}"
+
+
 def _copy_id(report: Report, period: str, now: float) -> str:
     """The copy of ``report`` for the current ``period`` at ``now``: each day or week has its own."""
-    return f"{report.name}:{calendar.period_name(period, calendar.day_of(now))}"
+    return _copy_of(report, calendar.period_name(period, calendar.day_of(now)))
+
+
+def copies_of(period_keys: list[str]) -> list[str]:
+    """The ids of the ranked reports' copies of these periods (``d:YYYYMMDD`` / ``w:YYYYWww``)."""
+    return [_copy_of(report, key) for report in REGISTRY.values() if report.ranked for key in period_keys]
 
 
 def read_copy(report: Report, period: str, now: float, number: int, size: int, policy: Policy) -> Snapshot | None:

@@ -14,12 +14,12 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from django.db import DatabaseError, connection
 
-from activity import clock, conf, groups, metrics
+from activity import clock, conf, groups, metrics, traffic
 from activity.calendar import day_of
 from activity.errors import StoreUnavailable
 from activity.events import Event
@@ -29,6 +29,7 @@ from activity.store import health as health_store
 from activity.store import last_seen as last_seen_store
 from activity.store import round_trip
 from activity.store import sessions as sessions_store
+from activity.store import traffic as traffic_store
 from activity.store import visitors as visitors_store
 from activity.store.client import get_client
 from activity.store.daily import total
@@ -69,7 +70,10 @@ def page_path(path: str | None) -> str | None:
 
 
 def record_events(
-    events: Sequence[Event], visitors: Sequence[tuple[str, float]] = (), names: Mapping[str, str] | None = None
+    events: Sequence[Event],
+    visitors: Sequence[tuple[str, float]] = (),
+    names: Mapping[str, str] | None = None,
+    kind: str = traffic.PERSON,
 ) -> RecordResult:
     """Record a validated batch in one round trip: one EVALSHA for all of its last-seen updates,
     one for its page views (events with a path) and the visitor/active-user updates, one pipeline.
@@ -78,12 +82,18 @@ def record_events(
     (first visit, unique visitors) but are not users, so they never enter last seen or actives.
     Signed-in users' events count as visits of the user's own visitor id. ``names`` maps user ids
     to usernames where the caller knows them (the middleware does); the reports sort by them.
+    ``kind`` is what ``activity.traffic.classify`` made of the request: a ``BOT``'s or a
+    ``MACHINE``'s events move last seen only (a machine's count as a person's under
+    ``ACTIVITY_COUNT_MACHINES``), and the request is counted in the day's figure of its kind.
+    A page view dated more than ``ACTIVITY_PAGE_STATS_DAYS`` days back is not recorded as one (its
+    statistics would already be gone), so per-period statistics exist only for periods an erase
+    can name. Users erased and still tombstoned are skipped by the scripts.
 
     The same round trip reads each user's group index; only when a last seen moved and one of
     its users belongs to a materialized group view does a second round trip update those views.
     """
     pipe = Pipeline(get_client())
-    finish = queue_record(pipe, events, visitors, names)
+    finish = queue_record(pipe, events, visitors, names, kind)
     return finish(pipe.execute() if len(pipe) else [])
 
 
@@ -92,9 +102,13 @@ def queue_record(
     events: Sequence[Event],
     visitors: Sequence[tuple[str, float]] = (),
     names: Mapping[str, str] | None = None,
+    kind: str = traffic.PERSON,
 ) -> Callable[[list[Any]], RecordResult]:
     """``record_events``' commands queued on ``pipe``; call what it returns with the pipeline's
     replies to finish (group views) and get the result."""
+    people = kind == traffic.PERSON or (kind == traffic.MACHINE and conf.settings.COUNT_MACHINES)
+    now = clock.now()
+    oldest_view = day_of(now) - timedelta(days=conf.settings.PAGE_STATS_DAYS)
     latest: dict[str, float] = {}
     views: list[PageView] = []
     names = names or {}
@@ -102,23 +116,31 @@ def queue_record(
         ts = round(event.ts, 3)  # the API promises millisecond precision
         if ts > latest.get(event.user, -1.0):
             latest[event.user] = ts
-        path = page_path(event.path)
-        if path is not None:
+        path = page_path(event.path) if people else None
+        if path is not None and day_of(ts) >= oldest_view:
             views.append(PageView(user=event.user, path=path, ts=ts, name=names.get(event.user)))
-    if not latest and not visitors:
+    if not latest and not visitors and people:
         return lambda replies: RecordResult(accepted=0, last_seen_updated=0)
-    now = clock.now()
     moved_at = last_seen_store.queue_update(pipe, latest, now) if latest else None
     started_at = None
     if views:
         started_at = sessions_store.queue_record(
-            pipe, views, conf.settings.SESSION_WINDOW, conf.settings.SESSION_MAX_PAGES, conf.settings.PAGE_STATS_DAYS
+            pipe,
+            views,
+            conf.settings.SESSION_WINDOW,
+            conf.settings.SESSION_MAX_PAGES,
+            conf.settings.PAGE_STATS_DAYS,
+            now,
         )
-    actives = {(event.user, day_of(event.ts)) for event in events}
-    visits = {(visitors_store.user_visitor_id(user), day) for user, day in actives}
-    visits.update((bytes.fromhex(visitor), day_of(ts)) for visitor, ts in visitors)
-    new_at = visitors_store.queue_visits(pipe, visits, now, conf.settings.VISITOR_PARTITION_BITS)
-    actives_store.queue_actives(pipe, actives, now, conf.settings.ACTIVE_BITMAP_MAX_ID)
+    new_at: list[int] = []
+    if people:
+        actives = {(event.user, day_of(event.ts)) for event in events}
+        user_visits = {(visitors_store.user_visitor_id(user), day) for user, day in actives}
+        anonymous = {(bytes.fromhex(visitor), day_of(ts)) for visitor, ts in visitors}
+        new_at = visitors_store.queue_visits(pipe, user_visits, anonymous, now, conf.settings.VISITOR_PARTITION_BITS)
+        actives_store.queue_actives(pipe, actives, now, conf.settings.ACTIVE_BITMAP_MAX_ID)
+    if kind != traffic.PERSON:
+        traffic_store.queue_count(pipe, kind, day_of(now), now)
     groups_at = group_store.queue_groups_of(pipe, latest)
 
     def finish(results: list[Any]) -> RecordResult:
@@ -145,11 +167,13 @@ class CallerActivity:
     user: str
     name: str
     ts: float
+    kind: str
     needs_success: bool = True
     _finish: Callable[[list[Any]], RecordResult] | None = None
 
     def queue(self, pipe: Pipeline) -> None:
-        self._finish = queue_record(pipe, [Event(user=self.user, ts=self.ts)], names={self.user: self.name})
+        event = Event(user=self.user, ts=self.ts)
+        self._finish = queue_record(pipe, [event], names={self.user: self.name}, kind=self.kind)
 
     def arrived(self, replies: list[Any]) -> None:
         if self._finish is not None:
@@ -173,9 +197,10 @@ def one_round_trip() -> Iterator[Callable[[bool], None]]:
         yield send_rest
 
 
-def record_caller(user: str, name: str) -> None:
-    """Record an API caller's own activity with the request's round trip (sent now outside one)."""
-    round_trip.ride(CallerActivity(user, name, clock.now()), get_client())
+def record_caller(user: str, name: str, kind: str) -> None:
+    """Record an API caller's own activity (``kind`` as ``traffic.classify`` says: a token's is a
+    machine's) with the request's round trip (sent now outside one)."""
+    round_trip.ride(CallerActivity(user, name, clock.now(), kind), get_client())
 
 
 def session_page(user: str, page: int = 1, page_size: int = 20) -> SessionPage | None:

@@ -51,6 +51,12 @@ ONLINE_USERS = 10_000
 UNLIMITED = "100000000/min"
 
 
+# Page requests speak as a browser: wrk and urllib send no or a library's user agent, which the
+# service counts as a bot (no visitor, no page view). API clients keep theirs: token requests are
+# machine traffic, as in production.
+BROWSER = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"}
+
+
 @dataclass
 class Case:
     """One wrk run: a request (method, URL, headers, body) and the events each request carries."""
@@ -183,7 +189,8 @@ def visitor_cookie(base: str) -> str:
     """The visitor cookie the service hands an anonymous browser on its first page."""
     from activity import conf
 
-    with urllib.request.urlopen(base + PAGE_PATH, timeout=5) as reply:
+    first_page = urllib.request.Request(base + PAGE_PATH, headers=BROWSER)
+    with urllib.request.urlopen(first_page, timeout=5) as reply:
         cookie = SimpleCookie()
         for header in reply.headers.get_all("Set-Cookie") or []:
             cookie.load(header)
@@ -193,7 +200,7 @@ def visitor_cookie(base: str) -> str:
 
 def cases(base: str, tmp: Path, credentials: dict[str, str], visitor: str) -> list[Case]:
     token = {"Authorization": f"Token {credentials['token']}"}
-    session = {"Cookie": credentials["session"]}
+    session = {"Cookie": credentials["session"], **BROWSER}
     posts = []
     for count in (1, 100, 1000):
         body = tmp / f"events-{count}.json"
@@ -202,9 +209,14 @@ def cases(base: str, tmp: Path, credentials: dict[str, str], visitor: str) -> li
         url = base + "/api/v1/events/"
         posts.append(Case(f"post_{count}", name, url, token, method="POST", events=count, body=body))
     return [
-        Case("floor", "floor: bare view, anonymous, not tracked", base + FLOOR_PATH),
+        Case("floor", "floor: bare view, anonymous, not tracked", base + FLOOR_PATH, BROWSER),
         Case("floor_signed_in", "bare view, signed in, not tracked", base + FLOOR_PATH, session),
-        Case("page_anonymous", "same view tracked, anonymous visitor (cookie)", base + PAGE_PATH, {"Cookie": visitor}),
+        Case(
+            "page_anonymous",
+            "same view tracked, anonymous visitor (cookie)",
+            base + PAGE_PATH,
+            {"Cookie": visitor, **BROWSER},
+        ),
         Case("page_signed_in", "same view tracked, signed in (session)", base + PAGE_PATH, session),
         *posts,
         Case("last_seen", "GET /api/v1/users/<u>/last-seen/", base + "/api/v1/users/s1/last-seen/", token),

@@ -1,36 +1,47 @@
 -- Acknowledge flushed members: remove each from "claimed" only if it still carries this flush's
 -- claim time. A claim that the reaper handed back and another flush re-claimed carries a newer
 -- claim time and stays, so a slow flush can never drop a claim that is not its own.
+-- A member erased since its claim (tombstoned at now) stays claimed and is returned: the flush
+-- deletes the row it has just written, then forgets the claim; a flush that dies first leaves
+-- the claim to the reaper, and the next claim reports the member again.
 --
 -- KEYS[1]  claimed sorted set (score = claim time)
+-- KEYS[2]  tombstones of erased users (member -> expiry)
 -- ARGV[1]  the claim time this flush used (the same string it passed to flush_claim)
--- ARGV[2], ARGV[3], ...  the members this flush wrote to the database
--- Returns  the number of members removed from "claimed".
+-- ARGV[2]  now, epoch seconds
+-- ARGV[3], ARGV[4], ...  the members this flush wrote to the database
+-- Returns  {the number of members removed from "claimed", {the erased members kept there}}.
 --
 -- One ZMSCORE and one variadic ZREM per chunk of members, not two calls per member.
-if #KEYS ~= 1 or #ARGV < 1 then
-  return redis.error_reply('flush_ack: expected 1 key, the claim time and members')
+if #KEYS ~= 2 or #ARGV < 2 then
+  return redis.error_reply('flush_ack: expected 2 keys, the claim time, now and members')
 end
-local claim_time = tonumber(ARGV[1])
-if claim_time == nil then
-  return redis.error_reply('flush_ack: claim time is not a number: ' .. ARGV[1])
+local claim_time, now = tonumber(ARGV[1]), tonumber(ARGV[2])
+if claim_time == nil or now == nil then
+  return redis.error_reply('flush_ack: claim time and now must be numbers: ' .. ARGV[1] .. ', ' .. ARGV[2])
 end
 local CHUNK = 1000 -- members per ZMSCORE/ZREM, well under Lua's unpack limit
-local removed = 0
-for first = 2, #ARGV, CHUNK do
+local erasures = redis.call('EXISTS', KEYS[2]) == 1
+local removed, erased = 0, {}
+for first = 3, #ARGV, CHUNK do
   local members = {}
   for i = first, math.min(first + CHUNK - 1, #ARGV) do
     members[#members + 1] = ARGV[i]
   end
   local scores = redis.call('ZMSCORE', KEYS[1], unpack(members))
+  local tombs = erasures and redis.call('ZMSCORE', KEYS[2], unpack(members)) or {}
   local mine = {}
   for n = 1, #members do
     if scores[n] and tonumber(scores[n]) == claim_time then
-      mine[#mine + 1] = members[n]
+      if tombs[n] and tonumber(tombs[n]) > now then
+        erased[#erased + 1] = members[n]
+      else
+        mine[#mine + 1] = members[n]
+      end
     end
   end
   if #mine > 0 then
     removed = removed + redis.call('ZREM', KEYS[1], unpack(mine))
   end
 end
-return removed
+return {removed, erased}

@@ -5,32 +5,40 @@
 -- KEYS[1]  last-seen sorted set (member = user id, score = epoch seconds)
 -- KEYS[2]  dirty sorted set (members changed since their last flush, score = first change time)
 -- KEYS[3]  claimed sorted set (members being flushed, score = claim time)
+-- KEYS[4]  tombstones of erased users (member -> expiry)
 -- ARGV[1]  now, epoch seconds: the claim time (the caller's clock; scripts never read the clock)
 -- ARGV[2]  how many members to claim at most (the oldest changes first)
--- Returns  a flat array member1, last_seen1, member2, last_seen2, ... of the claimed members with
---          their current last-seen scores. A dirty member with no last-seen score left is dropped.
+-- Returns  two arrays: a flat member1, last_seen1, member2, last_seen2, ... of the claimed members
+--          with their current last-seen scores; and the popped members tombstoned at now, which
+--          are not claimed: the caller deletes their database rows (a flush that died after
+--          writing one, its claim handed back by the reaper, ends here). A dirty member with no
+--          last-seen score left and no tombstone is dropped.
 --
 -- One ZMSCORE and one variadic ZADD per chunk of members, not two calls per member.
-if #KEYS ~= 3 or #ARGV ~= 2 then
-  return redis.error_reply('flush_claim: expected 3 keys and 2 arguments')
+if #KEYS ~= 4 or #ARGV ~= 2 then
+  return redis.error_reply('flush_claim: expected 4 keys and 2 arguments')
 end
-local limit = tonumber(ARGV[2])
-if tonumber(ARGV[1]) == nil or limit == nil or limit < 1 then
+local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+if now == nil or limit == nil or limit < 1 then
   return redis.error_reply('flush_claim: now must be a number and limit a positive integer')
 end
 
 local CHUNK = 1000 -- members per ZMSCORE/ZADD, well under Lua's unpack limit
 local popped = redis.call('ZPOPMIN', KEYS[2], limit)
-local claimed = {}
+local erasures = redis.call('EXISTS', KEYS[4]) == 1
+local claimed, erased = {}, {}
 for first = 1, #popped, 2 * CHUNK do
   local members = {}
   for i = first, math.min(first + 2 * CHUNK - 1, #popped), 2 do
     members[#members + 1] = popped[i]
   end
   local scores = redis.call('ZMSCORE', KEYS[1], unpack(members))
+  local tombs = erasures and redis.call('ZMSCORE', KEYS[4], unpack(members)) or {}
   local marks = {}
   for n = 1, #members do
-    if scores[n] then
+    if tombs[n] and tonumber(tombs[n]) > now then
+      erased[#erased + 1] = members[n]
+    elseif scores[n] then
       marks[#marks + 1] = ARGV[1]
       marks[#marks + 1] = members[n]
       claimed[#claimed + 1] = members[n]
@@ -41,4 +49,4 @@ for first = 1, #popped, 2 * CHUNK do
     redis.call('ZADD', KEYS[3], unpack(marks))
   end
 end
-return claimed
+return {claimed, erased}

@@ -9,16 +9,21 @@
 -- slack + 1 new paths, so the cost stays amortized O(log N) per view.
 -- Transitions: a view that follows another in the same session (the list's last entry, read
 -- before the RPUSH) counts previous page -> this page in the day's set of the previous page, whose
--- name is the stem KEYS[12] followed by that page (same {pv} slot); capped like the day's paths,
+-- name is the view's stem (its 12th key) followed by that page (same {pv} slot); capped like the day's paths,
 -- its TTL set when the set is made. A reload (the same page again) is not a transition.
+-- A user erased and still tombstoned at now (docs/privacy.md) is skipped: nothing of theirs is
+-- written. A rename keeps the former name in the user's aliases, so an erase finds the entries
+-- past periods' by-name indexes still hold under it.
 --
--- KEYS     12 per view, in this order:
+-- KEYS[1]  tombstones of erased users (member -> expiry)
+-- KEYS     then 13 per view, in this order:
 --          1 the user's session list            2 the user's views that day (string)
 --          3 the user's views that week (string) 4 the user's display name (string)
 --          5 sessions started that day (string)  6 page views that day (string)
 --          7 views per path that day (zset)      8 the day's ranking (zset user -> views)
 --          9 the week's ranking (zset)           10 the day's by-name index (zset)
 --          11 the week's by-name index (zset)    12 the stem of the day's transition sets
+--          13 the user's former display names (set)
 -- ARGV[1]  session window, milliseconds
 -- ARGV[2]  pages kept per session (N >= 1)
 -- ARGV[3]  TTL of the per-day keys, seconds
@@ -28,16 +33,18 @@
 -- ARGV[7]  1: count transitions, 0: do not
 -- ARGV[8]  next pages kept per page and day (cap >= 1)
 -- ARGV[9]  slack of that cap (>= 0)
--- ARGV[10..] 4 per view: user id, entry (JSON: path and ts), path, username ('' when unknown: the
+-- ARGV[10] now, epoch seconds
+-- ARGV[11..] 4 per view: user id, entry (JSON: path and ts), path, username ('' when unknown: the
 --          user id stands in until a username is known, and never replaces one)
 -- Returns  the number of views that started a new session.
-if #ARGV < 9 or (#ARGV - 9) % 4 ~= 0 or #KEYS ~= 12 * ((#ARGV - 9) / 4) then
-  return redis.error_reply('session_record: expected 9 arguments, then 4 arguments and 12 keys per view')
+if #ARGV < 10 or (#ARGV - 10) % 4 ~= 0 or #KEYS ~= 1 + 13 * ((#ARGV - 10) / 4) then
+  return redis.error_reply('session_record: expected 10 arguments and 1 key, then 4 arguments and 13 keys per view')
 end
 local window, keep = tonumber(ARGV[1]), tonumber(ARGV[2])
 local day_ttl, week_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_paths, slack = tonumber(ARGV[5]), tonumber(ARGV[6])
 local transitions, max_next, next_slack = ARGV[7] == '1', tonumber(ARGV[8]), tonumber(ARGV[9])
+local now = tonumber(ARGV[10])
 if window == nil or window < 1 or keep == nil or keep < 1 or day_ttl == nil or week_ttl == nil then
   return redis.error_reply('session_record: window, pages kept and TTLs must be positive numbers')
 end
@@ -46,6 +53,9 @@ if max_paths == nil or max_paths < 1 or slack == nil or slack < 0 then
 end
 if max_next == nil or max_next < 1 or next_slack == nil or next_slack < 0 then
   return redis.error_reply('session_record: next pages kept must be >= 1 and their slack >= 0')
+end
+if now == nil then
+  return redis.error_reply('session_record: now must be a number')
 end
 
 -- The page of a session entry; nil for anything that is not one of ours.
@@ -57,9 +67,30 @@ local function entry_path(raw)
   return nil
 end
 
+-- Whether a user is tombstoned, looked up once per user and only while the set exists.
+local erasures, erased = redis.call('EXISTS', KEYS[1]) == 1, {}
+local function is_erased(user)
+  if not erasures then
+    return false
+  end
+  if erased[user] == nil then
+    local expiry = redis.call('ZSCORE', KEYS[1], user)
+    erased[user] = expiry ~= false and tonumber(expiry) > now
+  end
+  return erased[user]
+end
+
+-- The views of users not tombstoned; an erased user's are skipped whole.
+local views = {}
+for view = 0, (#ARGV - 10) / 4 - 1 do
+  if not is_erased(ARGV[10 + 4 * view + 1]) then
+    views[#views + 1] = view
+  end
+end
+
 local started = 0
-for view = 0, (#ARGV - 9) / 4 - 1 do
-  local k, a = 12 * view, 9 + 4 * view
+for _, view in ipairs(views) do
+  local k, a = 1 + 13 * view, 10 + 4 * view
   local user, entry, path, name = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
 
   if transitions then
@@ -105,6 +136,8 @@ for view = 0, (#ARGV - 9) / 4 - 1 do
   if old and old ~= name then
     redis.call('ZREM', KEYS[k + 10], old .. '\0' .. user)
     redis.call('ZREM', KEYS[k + 11], old .. '\0' .. user)
+    redis.call('SADD', KEYS[k + 13], old)
+    redis.call('EXPIRE', KEYS[k + 13], week_ttl)
   end
 
   redis.call('INCR', KEYS[k + 6])

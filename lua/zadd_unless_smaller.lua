@@ -2,6 +2,7 @@
 --
 -- KEYS[1]  last-seen sorted set (member = user id, score = epoch seconds)
 -- KEYS[2]  "changed since last flush" sorted set (score = time of the first unflushed change)
+-- KEYS[3]  tombstones of erased users (member -> expiry): a member tombstoned at now is skipped
 -- ARGV[1]  now, epoch seconds (the caller's clock; scripts never read the clock)
 -- ARGV[2], ARGV[3], ...  score, member pairs (a member may appear more than once)
 -- Returns  the number of distinct members whose score moved forward (a new member counts).
@@ -9,14 +10,16 @@
 -- First every pair is read and decided (one ZMSCORE per chunk, comparisons in Lua), so a bad
 -- score is reported before anything is written; then two variadic ZADDs per chunk write the
 -- winners and their change marks.
-if #KEYS ~= 2 then
-  return redis.error_reply('zadd_unless_smaller: expected 2 keys, got ' .. #KEYS)
+if #KEYS ~= 3 then
+  return redis.error_reply('zadd_unless_smaller: expected 3 keys, got ' .. #KEYS)
 end
-if #ARGV < 1 or (#ARGV - 1) % 2 ~= 0 then
+if #ARGV < 1 or (#ARGV - 1) % 2 ~= 0 or tonumber(ARGV[1]) == nil then
   return redis.error_reply('zadd_unless_smaller: expected now followed by score, member pairs')
 end
 
-local now = ARGV[1]
+local now, now_number = ARGV[1], tonumber(ARGV[1])
+-- Tombstones are rare: looked up only while the set exists.
+local erasures = redis.call('EXISTS', KEYS[3]) == 1
 local CHUNK = 1000 -- pairs per ZMSCORE/ZADD, well under Lua's unpack limit
 -- best[member]: highest score so far (stored or from this call), so a duplicate can never write a
 -- smaller score after a larger one; text[member]: the caller's text of that score, written back
@@ -28,11 +31,15 @@ for first = 2, #ARGV, 2 * CHUNK do
     members[#members + 1] = ARGV[i + 1]
   end
   local current = redis.call('ZMSCORE', KEYS[1], unpack(members))
+  local erased = erasures and redis.call('ZMSCORE', KEYS[3], unpack(members)) or {}
   for n = 1, #members do
     local i = first + 2 * (n - 1)
     local member, score = members[n], tonumber(ARGV[i])
     if score == nil then
       return redis.error_reply('zadd_unless_smaller: score is not a number: ' .. ARGV[i])
+    end
+    if erased[n] and tonumber(erased[n]) > now_number then
+      score = -math.huge -- an erased user: nothing of theirs is written until the tombstone expires
     end
     local known = best[member]
     if known == nil then

@@ -152,6 +152,12 @@ for _name in (
     "ACTIVITY_DASHBOARD_REFRESH",
     "ACTIVITY_DASHBOARD_DAYS",
     "ACTIVITY_TRUSTED_PROXIES",
+    "ACTIVITY_ERASE_TOMBSTONE_TTL",
+    "ACTIVITY_HONOR_GPC",
+    "ACTIVITY_HONOR_DNT",
+    "ACTIVITY_BOT_DETECTION",
+    "ACTIVITY_BOT_PATTERNS",
+    "ACTIVITY_COUNT_MACHINES",
 ):
     if _name in os.environ:
         globals()[_name] = os.environ[_name]

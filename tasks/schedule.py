@@ -48,7 +48,7 @@ def reports() -> dict[str, dict[str, Any]]:
 PARTS: list[Callable[[], dict[str, dict[str, Any]]]] = [maintenance, rollup, reports]
 
 # Modules holding scheduled tasks, for ``app.conf.imports``.
-TASK_MODULES = ["tasks.maintenance", "tasks.reengagement", "tasks.rollup", "tasks.reports"]
+TASK_MODULES = ["tasks.maintenance", "tasks.reengagement", "tasks.rollup", "tasks.reports", "tasks.privacy"]
 
 
 def beat_schedule() -> dict[str, dict[str, Any]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test.client import RequestFactory
 from rest_framework.test import APIClient
 
 from activity import conf, rate_limits
@@ -31,6 +32,21 @@ def _forget_process_state() -> None:
     fail_open.reset()
     rate_limits.blocked.clear()
     tokens.clear()
+
+
+# What a desktop browser sends; test clients send it unless a test gives its own (or a blank one),
+# so requests are people's as on a real site, not bots for lack of a user agent (docs/privacy.md).
+BROWSER_AGENT = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
+
+
+@pytest.fixture(autouse=True)
+def _browser_user_agent(monkeypatch):
+    environ = RequestFactory._base_environ
+    monkeypatch.setattr(
+        RequestFactory,
+        "_base_environ",
+        lambda self, **request: {"HTTP_USER_AGENT": BROWSER_AGENT, **environ(self, **request)},
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -75,7 +75,7 @@ def test_an_id_with_a_comma_fails_the_batch_before_anything_is_written(now):
 @pytest.mark.django_db
 def test_flush_is_one_statement_per_batch(redis_client, now):
     flush.flush()  # on nothing: loads the scripts, so their first NOSCRIPT retries are not counted below
-    FlushQueue(redis_client).ack("0", ["nobody"])
+    FlushQueue(redis_client).ack("0", ["nobody"], now.t)
     last_seen_store.update(redis_client, {str(i): T0 + i / 1000 for i in range(250)}, now.t)
     before = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
     with CaptureQueriesContext(connection) as queries:
@@ -103,11 +103,11 @@ def test_a_run_out_of_budget_stops_without_leaving_a_claim_behind(redis_client, 
 @pytest.mark.django_db
 def test_update_during_a_flush_is_flushed_by_the_next_batch(redis_client, now):
     last_seen_store.update(redis_client, {"a": T0, "b": T0}, now.t)
-    claim_time, rows = FlushQueue(redis_client).claim(now.t, 10)
+    claim_time, rows, _ = FlushQueue(redis_client).claim(now.t, 10)
     assert sorted(rows) == [("a", T0), ("b", T0)]
     last_seen_store.update(redis_client, {"a": T0 + 50}, now.t)  # lands between claim and commit
     UserActivity.objects.upsert_last_seen(rows)
-    assert FlushQueue(redis_client).ack(claim_time, ["a", "b"]) == 2
+    assert FlushQueue(redis_client).ack(claim_time, ["a", "b"], now.t) == (2, [])
     assert redis_client.zrange(keys.last_seen_dirty(), 0, -1) == ["a"]
     flush.flush()
     assert db_last_seen() == {"a": T0 + 50, "b": T0}
@@ -116,16 +116,16 @@ def test_update_during_a_flush_is_flushed_by_the_next_batch(redis_client, now):
 @pytest.mark.django_db
 def test_reaper_returns_dead_claims_and_a_late_ack_keeps_a_newer_claim(redis_client, now):
     last_seen_store.update(redis_client, {"a": T0, "b": T0}, now.t)
-    dead_time, _ = FlushQueue(redis_client).claim(now.t, 10)  # its worker "dies" here
+    dead_time, _, _ = FlushQueue(redis_client).claim(now.t, 10)  # its worker "dies" here
     now.t += locks.job_ttl() - 1
     assert flush.reap_stale_claims() == 0  # the holder may still be alive: keep its claim
     now.t += 2
     assert flush.reap_stale_claims() == 2
-    new_time, rows = FlushQueue(redis_client).claim(now.t, 10)
+    new_time, rows, _ = FlushQueue(redis_client).claim(now.t, 10)
     assert len(rows) == 2
-    assert FlushQueue(redis_client).ack(dead_time, ["a", "b"]) == 0  # the slow old run wakes up
+    assert FlushQueue(redis_client).ack(dead_time, ["a", "b"], now.t).removed == 0  # the slow old run wakes up
     assert redis_client.zcard(keys.last_seen_claimed()) == 2
-    assert FlushQueue(redis_client).ack(new_time, ["a", "b"]) == 2
+    assert FlushQueue(redis_client).ack(new_time, ["a", "b"], now.t).removed == 2
 
 
 @pytest.mark.django_db

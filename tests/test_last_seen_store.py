@@ -71,7 +71,9 @@ def test_script_rejects_a_bad_call_without_writing(redis_client):
 
     with pytest.raises(redis.ResponseError, match="not a number"):
         store.ZADD_UNLESS_SMALLER(
-            redis_client, [keys.last_seen(), keys.last_seen_dirty()], ["1", "5", "ok", "x", "bad"]
+            redis_client,
+            [keys.last_seen(), keys.last_seen_dirty(), keys.tombstones("ls")],
+            ["1", "5", "ok", "x", "bad"],
         )
     assert redis_client.exists(keys.last_seen()) == 0
 
@@ -79,7 +81,9 @@ def test_script_rejects_a_bad_call_without_writing(redis_client):
 def test_duplicates_in_one_script_call_never_write_a_smaller_score(redis_client):
     store.update(redis_client, {"m": 10.0}, now=1.0)
     args = ["1", "5", "m", "30", "m", "20", "m", "7", "n", "9", "n"]
-    moved = store.ZADD_UNLESS_SMALLER(redis_client, [keys.last_seen(), keys.last_seen_dirty()], args)
+    moved = store.ZADD_UNLESS_SMALLER(
+        redis_client, [keys.last_seen(), keys.last_seen_dirty(), keys.tombstones("ls")], args
+    )
     assert moved == 2  # m (10 -> 30) and n (new), each counted once
     assert store.get_many(redis_client, ["m", "n"]) == {"m": 30.0, "n": 9.0}
 
@@ -101,5 +105,5 @@ def test_a_bad_score_in_a_later_chunk_writes_nothing(redis_client):
         args += [str(i), f"m{i}"]
     args += ["oops", "m-last"]
     with pytest.raises(Exception, match="not a number"):
-        store.ZADD_UNLESS_SMALLER(redis_client, [keys.last_seen(), keys.last_seen_dirty()], args)
+        store.ZADD_UNLESS_SMALLER(redis_client, [keys.last_seen(), keys.last_seen_dirty(), keys.tombstones("ls")], args)
     assert redis_client.exists(keys.last_seen(), keys.last_seen_dirty()) == 0

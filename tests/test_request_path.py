@@ -89,12 +89,19 @@ def test_reads_are_one_round_trip_with_the_throttle_and_the_callers_activity(mac
 
 
 def test_the_callers_activity_is_recorded_once_not_again_by_the_middleware(machine, redis_client):
-    api = machine[2]
+    user, _, api = machine
     with CommandDelta(redis_client) as delta:
         assert api.get("/api/v1/reports/").status_code == 200
-    # The throttle's count, the caller's last seen, first visit, unique visitors, active users and
-    # group index: one script each, nothing twice (the middleware adds nothing).
-    assert delta.calls["evalsha"] == 6
+    # A token's caller is a machine: the throttle's count, its last seen and group index (one
+    # script each) and the day's machine count; nothing twice (the middleware adds nothing).
+    assert delta.calls["evalsha"] == 3 and delta.calls["incr"] + delta.calls["hincrby"] >= 1
+    browser = APIClient()
+    browser.force_login(user)  # a person, signed in by session
+    browser.get("/api/v1/reports/")
+    with CommandDelta(redis_client) as delta:
+        assert browser.get("/api/v1/reports/").status_code == 200
+    # The throttle's count, last seen, first visit, active users and group index.
+    assert delta.calls["evalsha"] == 5
 
 
 def test_a_request_refused_before_redis_records_no_caller_activity(machine, redis_client):

@@ -187,8 +187,8 @@ def test_distinct_paths_per_day_stay_capped_and_the_most_viewed_survive(redis_cl
 
 def test_the_script_checks_its_argument_counts(redis_client):
     pipe = Pipeline(redis_client)
-    pipe.script(SESSION_RECORD, [keys.session("x")], [60000, 50, 10, 10, 100, 10, 1, 50, 5, "x", "{}", "/", ""])
-    with pytest.raises(redis.ResponseError, match="12 keys per view"):
+    pipe.script(SESSION_RECORD, [keys.session("x")], [60000, 50, 10, 10, 100, 10, 1, 50, 5, 1.0, "x", "{}", "/", ""])
+    with pytest.raises(redis.ResponseError, match="13 keys per view"):
         pipe.execute()
     assert redis_client.exists(keys.session("x")) == 0
 
@@ -253,10 +253,10 @@ def test_a_tracked_page_view_still_costs_one_round_trip(browser, member, redis_c
         browser.get("/pricing")
     assert last_seen_only.client_sends == with_session.client_sends == 1
     assert last_seen_only.server_reads == with_session.server_reads == 1
-    # Inside that one round trip: the last-seen, first-visit, unique-visitor, active-user and
-    # group-index EVALSHAs, plus one for the page view.
-    assert last_seen_only.commands["evalsha"] == 5
-    assert with_session.commands["evalsha"] == 6
+    # Inside that one round trip: the last-seen, first-visit, active-user and group-index EVALSHAs,
+    # plus one for the page view.
+    assert last_seen_only.commands["evalsha"] == 4
+    assert with_session.commands["evalsha"] == 5
     assert with_session.commands["multi"] == with_session.commands["exec"] == 0
     assert len(stored(redis_client, str(member.pk))) == 2
 

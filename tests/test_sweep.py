@@ -20,11 +20,13 @@ from activity import (
     flush,
     groups,
     locks,
+    privacy,
     rate_limits,
     recommendations,
     reports,
     services,
     sweep,
+    traffic,
 )
 from activity.events import Event
 from activity.store import keys
@@ -78,6 +80,9 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "group_view_build": ((5, "ab12"), GONE),
     "group_epoch": ((5,), GONE),
     "user_groups": (("42",), GONE),
+    "tombstones": (("vis:3",), GONE),
+    "traffic": (("20261123",), 36 * DAY - 12 * HOUR),
+    "display_aliases": (("42",), 15 * DAY),
 }
 # Functions of keys.py that build no key of their own: SORT / SCAN patterns and the declarations.
 HELPERS = {
@@ -177,6 +182,10 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
 
     record(now)
     services.record_events([Event(user="alice", ts=now + 0.5, path="/checkout")])  # a transition
+    services.record_events([Event(user="alice", ts=now + 0.6, path="/a")], names={"alice": "Alice"})  # renamed
+    services.record_events([Event(user="gone", ts=now, path="/x")])
+    privacy.erase("gone")  # tombstones
+    services.record_events([], kind=traffic.BOT)  # the day's bots and machines
     assert recommendations.for_user("alice") == []  # computed and cached for alice's session
     assert recommendations.next_pages("/pricing", 1)[1] == ["/checkout"]  # cumulative copy, lock
     assert groups.members_page(group.pk, 0, 10) is not None  # view, membership index, epoch

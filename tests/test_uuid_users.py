@@ -39,16 +39,24 @@ def uuid_site(tmp_path_factory) -> dict:
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     with override_settings(ACTIVITY_KEY_PREFIX=prefix):
-        result["last_seen"] = get_client().zscore(keys.last_seen(), result["pk"])
+        result["tombstone"] = get_client().zscore(keys.tombstones("ls"), result["pk"])
     return result
 
 
 def test_a_user_with_a_uuid_primary_key_is_tracked_under_str_pk(uuid_site):
     pk = uuid_site["pk"]
     assert str(uuid.UUID(pk)) == pk and uuid_site["status"] == 200
-    assert uuid_site["last_seen"] is not None
+    assert uuid_site["flushed_as"] == pk  # tracked, so flushed
 
 
 def test_the_flush_links_the_row_to_the_uuid_account(uuid_site):
     assert uuid_site["flush_error"] == ""
     assert uuid_site["flushed_as"] == uuid_site["pk"]
+
+
+def test_deleting_a_uuid_user_erases_them_everywhere(uuid_site):
+    before = uuid_site["before"]
+    assert before["session"] and before["page_views"] and before["database"]["account"] == uuid_site["pk"]
+    assert before["active_days"] is None  # a UUID is counted by HyperLogLog, which cannot tell
+    assert uuid_site["left"] is None  # the export finds nothing: no last seen, session, counters or row
+    assert uuid_site["tombstone"] is not None

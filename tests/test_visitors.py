@@ -353,6 +353,8 @@ def test_stats_needs_staff_and_has_the_api_shape(at, member_api, staff_api):
         "active": {"day": 2, "week": 2, "month": 2},
         "new_visitors": {"day": 3},
         "unique_visitors": {"day": 3, "week": 3, "month": 3},
+        "bots": {"day": 0},
+        "machines": {"day": 0},
         "day": "2026-11-23",
     }
 
@@ -371,8 +373,9 @@ def test_stats_is_one_round_trip_of_bounded_commands(at, redis_client, round_tri
     assert delta == {
         "cmdstat_zcount": 1,
         "cmdstat_bitcount": 3 * chunks,  # day, week, month
-        "cmdstat_pfcount": 3 + 3,  # active users with other ids, unique visitors: day, week, month
+        "cmdstat_pfcount": 3 + 3,  # active users with other ids, anonymous visitors: day, week, month
         "cmdstat_get": 2 * store.VISITOR_SHARDS,
+        "cmdstat_hmget": 1,  # requests of bots and machines
     }
     assert (figures.online, figures.active_week, figures.active_month) == (2, 2, 2)
 
@@ -400,11 +403,11 @@ def test_first_visit_survives_a_script_flush_in_the_request_pipeline(at, redis_c
 
 
 def test_scripts_check_their_arguments_and_change_nothing(redis_client):
-    counter, seen = keys.new_visitors(0, "20261123"), keys.visitor_seen(0, 0)
+    counter, seen, erased = keys.new_visitors(0, "20261123"), keys.visitor_seen(0, 0), keys.tombstones("vis:0")
     with pytest.raises(redis.ResponseError, match="first_visit"):
-        store.FIRST_VISIT(redis_client, [counter, seen], [20415, 60])
+        store.FIRST_VISIT(redis_client, [counter, erased, seen], [20415, 60, NOON])
     with pytest.raises(redis.ResponseError, match="ttl"):
-        store.FIRST_VISIT(redis_client, [counter, seen], [20415, 0, b"x" * 16])
+        store.FIRST_VISIT(redis_client, [counter, erased, seen], [20415, 0, NOON, b"x" * 16])
     with pytest.raises(redis.ResponseError, match="harvest_counter"):
         store.HARVEST_COUNTER(redis_client, [counter], [60])
     assert redis_client.exists(counter, seen) == 0

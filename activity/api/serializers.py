@@ -233,7 +233,11 @@ class StatsSerializer(serializers.Serializer):
     online = serializers.IntegerField(help_text="Users seen within the online window.")
     active = PeriodCountsSerializer(help_text="Active users today / this ISO week / this month (UTC), exact.")
     new_visitors = DayCountSerializer(help_text="Visitors whose first visit ever was today.")
-    unique_visitors = PeriodCountsSerializer(help_text="Distinct visitors (HyperLogLog estimate).")
+    unique_visitors = PeriodCountsSerializer(
+        help_text="Distinct visitors: anonymous ones (HyperLogLog estimate) plus the active users."
+    )
+    bots = DayCountSerializer(help_text="Requests today from crawlers or without a user agent (not visitors).")
+    machines = DayCountSerializer(help_text="Requests today authenticated by an API token (not active users).")
     day = serializers.DateField(help_text="The UTC day the figures are for.")
 
 
@@ -365,3 +369,51 @@ class NextPageSerializer(serializers.Serializer):
 class NextPagesSerializer(serializers.Serializer):
     path = serializers.CharField(help_text="The page as recorded.")
     results = NextPageSerializer(many=True)
+
+
+class ExportLastSeenSerializer(serializers.Serializer):
+    ts = serializers.FloatField()
+    at = serializers.CharField()
+    online = serializers.BooleanField()
+    unflushed_since = serializers.FloatField(allow_null=True, help_text="First change not yet in the database.")
+    claimed_at = serializers.FloatField(allow_null=True, help_text="When a running flush claimed the change.")
+
+
+class ExportSessionSerializer(serializers.Serializer):
+    expires_in = serializers.FloatField()
+    pages = PageViewSerializer(many=True, help_text="Oldest first.")
+
+
+class ExportPageViewsSerializer(serializers.Serializer):
+    period = serializers.ChoiceField(choices=PERIODS)
+    name = serializers.CharField(help_text="YYYYMMDD for a day, YYYYWww for an ISO week.")
+    views = serializers.IntegerField()
+
+
+class ExportRowSerializer(serializers.Serializer):
+    user_id = serializers.CharField()
+    account = serializers.CharField(allow_null=True, help_text="The Django user's pk, when linked.")
+    first_seen = serializers.DateTimeField()
+    last_seen = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class ExportSerializer(serializers.Serializer):
+    """Response shape of ``GET /api/v1/users/<user>/activity/export/`` (schema only)."""
+
+    user = serializers.CharField()
+    exported_at = serializers.CharField()
+    last_seen = ExportLastSeenSerializer(allow_null=True)
+    session = ExportSessionSerializer(allow_null=True, help_text="The live navigation session, if any.")
+    display_name = serializers.CharField(allow_null=True, help_text="The name the reports show.")
+    former_names = serializers.ListField(child=serializers.CharField(), help_text="Names still in past reports.")
+    page_views = ExportPageViewsSerializer(many=True, help_text="The user's page views per retained day and week.")
+    groups = serializers.ListField(child=serializers.IntegerField(), help_text="Group views listing the user.")
+    active_days = serializers.ListField(
+        child=serializers.DateField(),
+        allow_null=True,
+        help_text="Retained days the user was active; null for an id counted by HyperLogLog, which cannot tell.",
+    )
+    first_visit = serializers.DateField(allow_null=True, help_text="The day of the first visit ever (UTC).")
+    erased_until = serializers.CharField(allow_null=True, help_text="Set while a recent erase keeps the id tombstoned.")
+    database = ExportRowSerializer(allow_null=True, help_text="The flushed row.")

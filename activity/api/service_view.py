@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponseBase
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from activity import services
+from activity import services, traffic
 from activity.errors import InvalidValue
 from activity.events import clean_user
 from activity.middleware import RECORDED, tracks_request
@@ -34,7 +34,7 @@ class ServiceView(APIView):
         if user is None or not user.is_authenticated or not tracks_request(request._request):
             return
         try:
-            services.record_caller(clean_user(str(user.pk)), user.get_username())
+            services.record_caller(clean_user(str(user.pk)), user.get_username(), traffic.classify(request))
         except InvalidValue:  # a primary key no user id can carry: not tracked, as in the middleware
             return
         setattr(request._request, RECORDED, True)

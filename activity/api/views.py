@@ -9,7 +9,7 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from activity import audience, conf, exposition, groups, recommendations, reports, services
+from activity import audience, conf, exposition, groups, privacy, recommendations, reports, services
 from activity.api import serializers as s
 from activity.api.openapi import HEADERS, responses
 from activity.api.pagination import next_link, page_links
@@ -261,3 +261,45 @@ class MetricsView(ServiceView):
 
     def get(self, request: Request) -> Response:
         return Response(exposition.exposition())
+
+
+class UserActivityView(ServiceView):
+    """Erase a user's activity everywhere (see activity.privacy)."""
+
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        operation_id="users_activity_erase",
+        parameters=[USER_PARAMETER, *HEADERS],
+        responses=responses({204: None}, 400, 404),
+        description="Removes the user from every Redis structure (last seen, flush queue, session, names, "
+        "page-view counters and rankings, group views, active-user bitmaps, first-visit store) and deletes "
+        "their database row, then keeps the id tombstoned for ACTIVITY_ERASE_TOMBSTONE_TTL seconds so late "
+        "events and a running flush cannot bring it back. Done when the answer comes (204); idempotent. "
+        "HyperLogLog registers cannot forget an id that is not a small integer (docs/privacy.md). 404: "
+        "nothing is known of the user (no Django user, row or last seen).",
+    )
+    def delete(self, request: Request, user: str) -> Response:
+        user = user_from_url(user)
+        if not privacy.is_known(user):
+            raise NotFound("Nothing is known of this user.")
+        privacy.erase(user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class UserActivityExportView(ServiceView):
+    """Everything stored about a user (see activity.privacy.export)."""
+
+    permission_classes = [IsStaffOrSelf]
+
+    @extend_schema(
+        parameters=[USER_PARAMETER, *HEADERS],
+        responses=responses({200: s.ExportSerializer}, 400, 404),
+        description="Last seen, live session, display names, page views per retained day and week, group "
+        "views, active days, first visit and the database row. 404: nothing is stored about the user.",
+    )
+    def get(self, request: Request, user: str) -> Response:
+        found = privacy.export(user_from_url(user))
+        if found is None:
+            raise NotFound("Nothing is stored about this user.")
+        return Response(found)

@@ -1,9 +1,10 @@
 """Active users per day, ISO week and month: a bitmap indexed by integer user id (exact), plus a
 HyperLogLog for ids that are not small integers.
 
-Each activity is written into its day's, week's and month's keys at once, so a period's figure is
-one count. A bitmap is counted in ranges of ``COUNT_CHUNK_BYTES`` (BITCOUNT start end), so no
-command's work grows with the id space.
+Each activity is written into its day's, week's and month's keys at once (``lua/actives_record.lua``,
+which skips erased users while they are tombstoned), so a period's figure is one count. A bitmap is
+counted in ranges of ``COUNT_CHUNK_BYTES`` (BITCOUNT start end), so no command's work grows with the
+id space.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from datetime import date
 
 from activity.calendar import PERIODS, name_of
 from activity.store import keys
-from activity.store.daily import live_days, queue_add
-from activity.store.scripts import Pipeline
+from activity.store.daily import dated_keys, live_days
+from activity.store.scripts import LuaScript, Pipeline
 
 BITS = (keys.active_bits, keys.active_bits_week, keys.active_bits_month)
 HLLS = (keys.active_hll, keys.active_hll_week, keys.active_hll_month)
 COUNT_CHUNK_BYTES = 1 << 20  # one BITCOUNT reads at most 1 MiB (8M ids)
+ACTIVES_RECORD = LuaScript("actives_record")
 
 
 def bitmap_offset(user: str, max_id: int) -> int | None:
@@ -31,8 +33,8 @@ def bitmap_offset(user: str, max_id: int) -> int | None:
 
 
 def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: float, max_id: int) -> None:
-    """Queue SETBIT (integer ids) or PFADD (other ids) into the active-user keys of each activity's
-    day, week and month: one EVALSHA per day and kind."""
+    """Queue one EVALSHA per day of the batch: SETBIT (integer ids) or PFADD (other ids) into the
+    active-user keys of the day, its week and its month."""
     bits: dict[date, set[int]] = defaultdict(set)
     others: dict[date, set[str]] = defaultdict(set)
     ttls = live_days(actives, now)
@@ -44,10 +46,12 @@ def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: fl
             others[day].add(user)
         else:
             bits[day].add(offset)
-    for day, offsets in bits.items():
-        queue_add(pipe, BITS, day, now, "bits", sorted(offsets))
-    for day, users in others.items():
-        queue_add(pipe, HLLS, day, now, "hll", users)
+    for day in bits.keys() | others.keys():
+        bitmaps, hlls = dated_keys(BITS, day, now), dated_keys(HLLS, day, now)
+        script_keys = [keys.tombstones("au"), *(key for key, _ in bitmaps), *(key for key, _ in hlls)]
+        offsets = sorted(bits[day])
+        args = [repr(now), *(ttl for _, ttl in bitmaps), len(offsets), *offsets, *sorted(others[day])]
+        pipe.script(ACTIVES_RECORD, script_keys, args)
 
 
 def queue_active(pipe: Pipeline, period: str, day: date, max_id: int) -> list[int]:

@@ -171,6 +171,15 @@ def last_seen_claimed() -> str:
     return f"{prefix()}{{ls}}:claimed"
 
 
+# Tombstones of erased users (docs/privacy.md): one set per hash tag whose scripts write user data,
+# so each script checks its own slot's set. Always written with a TTL (its latest tombstone's).
+@family("{<tag>}:erased", "zset", DELETE)
+def tombstones(tag: str) -> str:
+    """Sorted set: member = an erased user id (in ``{vis:N}``: the user's 16-byte visitor id),
+    score = when its tombstone expires; writes of the ``{tag}`` slot skip a member until then."""
+    return f"{prefix()}{{{tag}}}:erased"
+
+
 # A lock without a TTL would block its job forever; an announcement list without one is a leftover.
 @family("lock:{<name>}", "string", DELETE)
 def lock(name: str) -> str:
@@ -197,6 +206,12 @@ def rate_limit(scope: str, ident: str, window: int) -> str:
     """String counter: requests of client ``ident`` under ``scope`` in fixed window number ``window``
     (TTL: the window's length, set with the first request)."""
     return f"{prefix()}rate:{scope}:{ident}:{window}"
+
+
+@family("traffic:<day>", "hash", DATED)
+def traffic(day: str) -> str:
+    """Hash: requests on ``day`` (YYYYMMDD) that were not people's, by kind (``bot``, ``machine``)."""
+    return f"{prefix()}traffic:{day}"
 
 
 # --- visitors and audience figures ---------------------------------------------------------------
@@ -301,6 +316,13 @@ def session(user: str) -> str:
 def display_name(user: str) -> str:
     """String: the user's username, or the user id until one is known (TTL: week statistics)."""
     return f"{prefix()}{PV_TAG}:name:{user}"
+
+
+@family("{pv}:aliases:<user>", "set", _page_stats(weekly=True))
+def display_aliases(user: str) -> str:
+    """Set: the user's former display names, which past periods' by-name indexes may still hold
+    (written on a rename only; TTL: as those indexes), so an erase finds every entry."""
+    return f"{prefix()}{PV_TAG}:aliases:{user}"
 
 
 def display_name_pattern() -> str:

@@ -21,16 +21,21 @@ def _flatten(scores: Mapping[str, float]) -> list[str | float]:
     return args
 
 
+def _update_keys() -> list[str]:
+    return [keys.last_seen(), keys.last_seen_dirty(), keys.tombstones("ls")]
+
+
 def queue_update(pipe: Pipeline, scores: Mapping[str, float], now: float) -> int:
-    """Queue one EVALSHA that moves each user's last seen forward; returns its reply index."""
-    return pipe.script(ZADD_UNLESS_SMALLER, [keys.last_seen(), keys.last_seen_dirty()], [repr(now), *_flatten(scores)])
+    """Queue one EVALSHA that moves each user's last seen forward (erased users' excepted, while
+    tombstoned); returns its reply index."""
+    return pipe.script(ZADD_UNLESS_SMALLER, _update_keys(), [repr(now), *_flatten(scores)])
 
 
 def update(client: Client, scores: Mapping[str, float], now: float) -> int:
     """Move each user's last seen forward (never back); returns how many moved."""
     if not scores:
         return 0
-    return ZADD_UNLESS_SMALLER(client, [keys.last_seen(), keys.last_seen_dirty()], [repr(now), *_flatten(scores)])
+    return ZADD_UNLESS_SMALLER(client, _update_keys(), [repr(now), *_flatten(scores)])
 
 
 def get(client: Client, user: str) -> float | None:

@@ -38,8 +38,11 @@ def paths_slack(max_paths: int) -> int:
     return max(max_paths // 10, 1)
 
 
-def queue_record(pipe: Pipeline, views: Sequence[PageView], window_s: int, max_pages: int, stats_days: int) -> int:
+def queue_record(
+    pipe: Pipeline, views: Sequence[PageView], window_s: int, max_pages: int, stats_days: int, now: float
+) -> int:
     """Queue one EVALSHA recording every view of the batch; returns its reply index (sessions started).
+    The views of a user erased and still tombstoned at ``now`` are skipped.
 
     Each day's path set keeps the ``ACTIVITY_PAGE_STATS_MAX_PATHS`` most viewed (plus at most
     ``paths_slack`` of it), so a catch-all route or kept query strings cannot grow it without bound.
@@ -47,7 +50,7 @@ def queue_record(pipe: Pipeline, views: Sequence[PageView], window_s: int, max_p
     each page keeping its ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent next pages.
     """
     max_paths, max_next = conf.settings.PAGE_STATS_MAX_PATHS, conf.settings.TRANSITIONS_MAX_NEXT
-    script_keys: list[str] = []
+    script_keys: list[str] = [keys.tombstones("pv")]
     args: list[str | int] = [
         int(window_s * 1000),
         int(max_pages),
@@ -58,6 +61,7 @@ def queue_record(pipe: Pipeline, views: Sequence[PageView], window_s: int, max_p
         int(conf.settings.TRANSITIONS),
         max_next,
         paths_slack(max_next),
+        repr(now),
     ]
     for view in views:
         when = day_of(view.ts)
@@ -75,6 +79,7 @@ def queue_record(pipe: Pipeline, views: Sequence[PageView], window_s: int, max_p
             keys.viewers_by_name(day),
             keys.viewers_by_name(week),
             keys.transitions(name, ""),
+            keys.display_aliases(view.user),
         ]
         entry = json.dumps({"path": view.path, "ts": view.ts}, separators=(",", ":"))
         args += [view.user, entry, view.path, view.name or ""]

@@ -4,8 +4,10 @@
   128-bit id, field = the 16 raw bytes), counted per day and shard by the same Lua call; the
   counters are harvested with GETDEL into per-day accumulators (``bench/membership.py`` measured
   the structure against flat keys, sets and sorted sets).
-- Unique visitors per day, ISO week and month: a HyperLogLog of visitor ids each, all three
-  written by the same visit, so a period's figure is one PFCOUNT.
+- Unique visitors per day, ISO week and month: a HyperLogLog of anonymous visitor ids each, all
+  three written by the same visit, so a period's figure is one PFCOUNT, plus the period's active
+  users (signed-in visitors are exactly the active users, counted in bitmaps that can forget one:
+  no HyperLogLog holds a signed-in user who has an integer id, see docs/privacy.md).
 
 Per-day keys live as every per-day audience key does (``activity.store.daily``).
 """
@@ -40,32 +42,48 @@ def _home(visitor: bytes, bits: int) -> tuple[int, int]:
     return partition % VISITOR_SHARDS, partition
 
 
-def queue_visits(pipe: Pipeline, visits: Collection[tuple[bytes, date]], now: float, partition_bits: int) -> list[int]:
-    """Queue first-visit check-and-sets and unique-visitor PFADDs; returns the first-visit reply indexes.
+def visitor_home(visitor: bytes, partition_bits: int) -> tuple[str, str]:
+    """(the partition hash holding ``visitor``, its shard's tombstones): where an erase looks."""
+    shard, partition = _home(visitor, partition_bits)
+    return keys.visitor_seen(shard, partition), keys.tombstones(f"vis:{shard}")
 
-    One EVALSHA per (shard, day) in the batch, each reply the number of new visitors in it.
+
+def queue_visits(
+    pipe: Pipeline,
+    people: Collection[tuple[bytes, date]],
+    anonymous: Collection[tuple[bytes, date]],
+    now: float,
+    partition_bits: int,
+) -> list[int]:
+    """Queue first-visit check-and-sets of every visit and unique-visitor PFADDs of the anonymous
+    ones (signed-in ``people`` count as unique visitors through the active users); returns the
+    first-visit reply indexes. One EVALSHA per (shard, day) in the batch, each reply the number of
+    new visitors in it. Tombstoned ids (erased users') are skipped by the script.
     """
     groups: dict[tuple[int, date], dict[bytes, int]] = defaultdict(dict)
     per_day: dict[date, set[bytes]] = defaultdict(set)
-    ttls = live_days(visits, now)
-    for visitor, day in visits:
-        if day not in ttls:
-            continue
-        shard, partition = _home(visitor, partition_bits)
-        groups[shard, day][visitor] = partition
-        per_day[day].add(visitor)
+    ttls = live_days([*people, *anonymous], now)
+    for visits, unique in ((people, False), (anonymous, True)):
+        for visitor, day in visits:
+            if day not in ttls:
+                continue
+            shard, partition = _home(visitor, partition_bits)
+            groups[shard, day][visitor] = partition
+            if unique:
+                per_day[day].add(visitor)
     indexes = []
     for (shard, day), members in groups.items():
         hashes = [keys.visitor_seen(shard, partition) for partition in members.values()]
-        args = [day_number(day), ttls[day], *members]
-        indexes.append(pipe.script(FIRST_VISIT, [keys.new_visitors(shard, day_name(day)), *hashes], args))
+        script_keys = [keys.new_visitors(shard, day_name(day)), keys.tombstones(f"vis:{shard}"), *hashes]
+        indexes.append(pipe.script(FIRST_VISIT, script_keys, [day_number(day), ttls[day], repr(now), *members]))
     for day, members in per_day.items():
         queue_add(pipe, UNIQUE, day, now, "hll", members)
     return indexes
 
 
 def queue_unique(pipe: Pipeline, period: str, day: date) -> list[int]:
-    """Queue the PFCOUNT of the unique visitors of the ``day``, ``week`` or ``month`` holding ``day``."""
+    """Queue the PFCOUNT of the anonymous unique visitors of the ``day``, ``week`` or ``month``
+    holding ``day`` (add the period's active users for every visitor)."""
     first = len(pipe)
     pipe.pfcount(UNIQUE[PERIODS.index(period)](name_of(period, day)))
     return [first]

@@ -1,0 +1,132 @@
+"""One user's data across every key family: erase it (tombstoning the user where writes check) and
+read it for an export.
+
+Which keys a user's data can be in is decided above the store (``activity.privacy``, from the
+settings and the calendar) and handed in as a ``Where``: per-user keys are named by the user id,
+per-period keys by the periods still retained, so nothing here SCANs and every call's work is
+bounded by the retention settings, never by the number of users.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from activity.store import keys
+from activity.store.client import Client
+from activity.store.scripts import LuaScript, Pipeline
+
+ERASE = LuaScript("erase")
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where one user's data can be."""
+
+    user: str
+    bit: int | None  # the user's bit in the active-user bitmaps (None: counted by HyperLogLog)
+    visitor_hash: str  # the first-visit partition hash holding the user's visitor id
+    visitor_tombstones: str  # that partition's shard's tombstones
+    visitor: bytes  # the user's visitor id (16 bytes)
+    page_periods: Sequence[str]  # ``d:YYYYMMDD`` / ``w:YYYYWww`` whose page statistics may hold the user
+    report_copies: Sequence[str]  # ranked report copies of those periods
+    bitmaps: Sequence[str]  # active-user bitmaps of the retained days, weeks and months
+    day_bitmaps: Sequence[tuple[str, str]]  # (day name, its bitmap), for the export's active days
+
+
+def _queue_erase(
+    pipe: Pipeline, tombstones: str, member: str | bytes, cleaned: Sequence[tuple[str, str]], now: float, until: float
+) -> int:
+    """Queue one ``erase.lua`` call: ``cleaned`` is (key, operation) pairs of one slot."""
+    script_keys = [tombstones, *(key for key, _ in cleaned)]
+    return pipe.script(ERASE, script_keys, [member, repr(now), repr(until), *(op for _, op in cleaned)])
+
+
+def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, list[str]]:
+    """Remove the user from last seen (not from a running flush's claim: the flush settles it),
+    sessions, names, page statistics, report copies, active-user bitmaps and the first-visit store,
+    and tombstone them until ``until`` in each slot that checks. One round trip; returns (traces
+    removed, the ids of the groups whose views index the user, to be dropped next).
+
+    Last seen goes first: a group view being built reads last seen before the group's epoch, so
+    once the caller bumps the epochs no build can publish what it read before this erase.
+    """
+    user = where.user
+    pv: list[tuple[str, str]] = [(keys.display_name(user), "name"), (keys.display_aliases(user), "aliases")]
+    pv += [(keys.viewers_by_name(period), "byname") for period in where.page_periods]
+    pv += [(keys.view_ranking(period), "zrem") for period in where.page_periods]
+    pv += [(keys.user_views(period, user), "del") for period in where.page_periods]
+    pv += [(keys.session(user), "del"), (keys.recommendations(user), "del")]
+    pv += [(key, "del") for copy in where.report_copies for key in (keys.report_rows(copy), keys.report_meta(copy))]
+    au = [] if where.bit is None else [(bitmap, "bit") for bitmap in where.bitmaps]
+
+    ls = [(keys.last_seen(), "zrem"), (keys.last_seen_dirty(), "zrem")]
+    pipe = Pipeline(client)
+    calls = [
+        _queue_erase(pipe, keys.tombstones("ls"), user, ls, now, until),
+        _queue_erase(pipe, keys.tombstones("pv"), user, pv, now, until),
+        _queue_erase(pipe, keys.tombstones("au"), user, au, now, until),
+        _queue_erase(pipe, where.visitor_tombstones, where.visitor, [(where.visitor_hash, "hdel")], now, until),
+    ]
+    pipe.smembers(keys.user_groups(user))
+    results = pipe.execute()
+    return sum(results[i] for i in calls), sorted(results[-1])
+
+
+@dataclass(frozen=True, slots=True)
+class Footprint:
+    """Everything Redis holds about one user (bar HyperLogLog registers, which cannot tell)."""
+
+    last_seen: float | None
+    unflushed_since: float | None  # first change not yet in the database
+    claimed_at: float | None  # claimed by a running flush at
+    session: list[tuple[str, float]]  # (path, ts), oldest first
+    session_expires_in: float | None
+    display_name: str | None
+    former_names: list[str]
+    page_views: dict[str, int]  # period name -> the user's views
+    groups: list[str]  # groups whose materialized views list the user
+    active_days: list[str] | None  # YYYYMMDD; None when the user is counted by HyperLogLog
+    first_visit_day: int | None  # day number (days since 1970-01-01) of the first visit ever
+    tombstone: float | None  # when the user's tombstone in last seen expires (a recent erase)
+
+
+def footprint(client: Client, where: Where) -> Footprint:
+    """One round trip (a pipeline) of reads bounded by the retained periods."""
+    user = where.user
+    pipe = client.pipeline(transaction=False)
+    for key in (keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed(), keys.tombstones("ls")):
+        pipe.zscore(key, user)
+    pipe.lrange(keys.session(user), 0, -1)
+    pipe.pttl(keys.session(user))
+    pipe.get(keys.display_name(user))
+    pipe.smembers(keys.display_aliases(user))
+    pipe.smembers(keys.user_groups(user))
+    pipe.hget(where.visitor_hash, where.visitor)
+    for period in where.page_periods:
+        pipe.get(keys.user_views(period, user))
+    if where.bit is not None:
+        for _, bitmap in where.day_bitmaps:
+            pipe.getbit(bitmap, where.bit)
+    replies = pipe.execute()
+    seen, dirty, claimed, tombstone, session, pttl, name, aliases, groups, first = replies[:10]
+    views = replies[10 : 10 + len(where.page_periods)]
+    bits = replies[10 + len(where.page_periods) :]
+    entries = [json.loads(entry) for entry in session]
+    return Footprint(
+        last_seen=seen,
+        unflushed_since=dirty,
+        claimed_at=claimed,
+        session=[(entry["path"], entry["ts"]) for entry in entries],
+        session_expires_in=max(pttl, 0) / 1000 if entries else None,
+        display_name=name,
+        former_names=sorted(aliases),
+        page_views={period: int(count) for period, count in zip(where.page_periods, views, strict=True) if count},
+        groups=sorted(groups, key=int),
+        active_days=None
+        if where.bit is None
+        else [day for (day, _), bit in zip(where.day_bitmaps, bits, strict=True) if bit],
+        first_visit_day=None if first is None else int(first),
+        tombstone=tombstone,
+    )

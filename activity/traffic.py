@@ -1,0 +1,81 @@
+"""What kind of traffic a request is, and whether its browser asked not to be tracked.
+
+- ``MACHINE``: authenticated by an API credential: DRF's ``TokenAuthentication`` (or any
+  authenticator that sets ``request.auth``; a session sets none). Its user's last seen is recorded;
+  it is not a page view, a visitor or an active user unless ``ACTIVITY_COUNT_MACHINES``.
+- ``BOT``: a crawler by its user agent (the ``crawlerdetect`` library, plus the site's
+  ``ACTIVITY_BOT_PATTERNS``), or no user agent at all. Not a visitor, a page view or a session;
+  counted apart per day. ``ACTIVITY_BOT_DETECTION`` off makes every such request a person's.
+- ``PERSON``: everything else.
+
+Each distinct user agent is classified once per process (a bounded LRU): the library's one large
+regular expression costs about as much as the rest of the middleware (``bench/bots.py``).
+``opted_out`` reads Global Privacy Control (``Sec-GPC: 1``) and Do Not Track (``DNT: 1``) under
+``ACTIVITY_HONOR_GPC`` / ``ACTIVITY_HONOR_DNT`` (docs/privacy.md says what each stops).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+
+from crawlerdetect import CrawlerDetect
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest
+
+from activity import conf
+
+PERSON, BOT, MACHINE = "person", "bot", "machine"
+AGENT_CACHE_SIZE = 4096  # distinct user-agent strings remembered per process
+# Characters of a user agent classified (and cached): browsers send 100-300; the library's
+# expression costs time in proportion, so a client sending 8 KiB cannot make it cost 30 times more.
+AGENT_PREFIX = 512
+
+
+def bot_patterns(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The site's patterns as one case-insensitive expression; ImproperlyConfigured naming the first
+    that is not a valid regular expression."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            message = f"ACTIVITY_BOT_PATTERNS: {pattern!r} is not a regular expression ({error})"
+            raise ImproperlyConfigured(message) from None
+    return re.compile("|".join(f"(?:{pattern})" for pattern in patterns), re.IGNORECASE) if patterns else None
+
+
+@functools.lru_cache(maxsize=4)
+def _detector(patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    """A cached user-agent classifier for one setting of ``ACTIVITY_BOT_PATTERNS``."""
+    site = bot_patterns(patterns)
+    library = CrawlerDetect()
+
+    @functools.lru_cache(maxsize=AGENT_CACHE_SIZE)
+    def is_crawler(agent: str) -> bool:
+        return library.is_crawler(agent) or (site is not None and site.search(agent) is not None)
+
+    return is_crawler
+
+
+def is_bot(user_agent: str) -> bool:
+    """A crawler's user agent (read up to ``AGENT_PREFIX`` characters), or none at all (blank)."""
+    return not user_agent.strip() or _detector(conf.settings.BOT_PATTERNS)(user_agent[:AGENT_PREFIX])
+
+
+def classify(request: HttpRequest) -> str:
+    """``PERSON``, ``BOT`` or ``MACHINE`` (see the module's docstring)."""
+    user = getattr(request, "user", None)
+    if getattr(request, "auth", None) is not None and user is not None and user.is_authenticated:
+        return MACHINE
+    if conf.settings.BOT_DETECTION and is_bot(request.headers.get("User-Agent", "")):
+        return BOT
+    return PERSON
+
+
+def opted_out(request: HttpRequest) -> bool:
+    """The browser sent Global Privacy Control or Do Not Track and the site honours it."""
+    settings = conf.settings
+    return (settings.HONOR_GPC and request.headers.get("Sec-GPC", "").strip() == "1") or (
+        settings.HONOR_DNT and request.headers.get("DNT", "").strip() == "1"
+    )

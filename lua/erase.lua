@@ -1,0 +1,73 @@
+-- Erase one user from the keys of one hash tag and tombstone them there, in one atomic step, so a
+-- write of the same slot lands either before the erase (and is erased) or after it (and skips the
+-- tombstoned member). Each key comes with what to do to it (ARGV[3 + i] for KEYS[1 + i]):
+--   del      DEL the key (a per-user key)
+--   zrem     ZREM the member
+--   hdel     HDEL the member as a field
+--   bit      SETBIT the member (a decimal offset) to 0, only where the bitmap reaches it (a shorter
+--            or missing bitmap is left as it is: never grown, never created)
+--   name     GET the display name (remembered for byname), then DEL the key
+--   aliases  SMEMBERS the former display names (remembered for byname), then DEL the key
+--   byname   ZREM "<name> NUL <member>" for each remembered name and for the member itself
+-- The tombstone set drops its expired members, gets this one, and lives as long as its latest.
+--
+-- KEYS[1]  the tag's tombstones (sorted set: member -> expiry, epoch seconds)
+-- KEYS[2..]  the keys to clean, each with its operation in ARGV
+-- ARGV[1]  the member: a user id (a 16-byte visitor id in {vis:N})
+-- ARGV[2]  now, epoch seconds
+-- ARGV[3]  when the tombstone expires, epoch seconds (> now)
+-- ARGV[4..]  one operation per key of KEYS[2..]
+-- Returns  how many traces were removed (keys deleted, members removed, bits cleared).
+if #KEYS < 1 or #ARGV ~= #KEYS + 2 then
+  return redis.error_reply('erase: expected the tombstones and N keys; member, now, expiry and N operations')
+end
+local member, now, expiry = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+if now == nil or expiry == nil or expiry <= now then
+  return redis.error_reply('erase: now and expiry must be numbers, expiry after now')
+end
+for i = 4, #ARGV do
+  local op = ARGV[i]
+  if op ~= 'del' and op ~= 'zrem' and op ~= 'hdel' and op ~= 'bit' and op ~= 'name' and op ~= 'aliases'
+      and op ~= 'byname' then
+    return redis.error_reply('erase: unknown operation ' .. op)
+  end
+end
+
+local removed, names = 0, {member}
+for i = 2, #KEYS do
+  local key, op = KEYS[i], ARGV[i + 2]
+  if op == 'del' then
+    removed = removed + redis.call('DEL', key)
+  elseif op == 'zrem' then
+    removed = removed + redis.call('ZREM', key, member)
+  elseif op == 'hdel' then
+    removed = removed + redis.call('HDEL', key, member)
+  elseif op == 'bit' then
+    if redis.call('STRLEN', key) > math.floor(tonumber(member) / 8) then
+      removed = removed + redis.call('SETBIT', key, member, 0)
+    end
+  elseif op == 'name' then
+    local name = redis.call('GET', key)
+    if name then
+      names[#names + 1] = name
+      removed = removed + redis.call('DEL', key)
+    end
+  elseif op == 'aliases' then
+    for _, name in ipairs(redis.call('SMEMBERS', key)) do
+      names[#names + 1] = name
+    end
+    removed = removed + redis.call('DEL', key)
+  else -- byname
+    for _, name in ipairs(names) do
+      removed = removed + redis.call('ZREM', key, name .. '\0' .. member)
+    end
+  end
+end
+
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], 'GT', expiry, member)
+local lifetime = math.ceil(expiry - now)
+if redis.call('TTL', KEYS[1]) < lifetime then
+  redis.call('EXPIRE', KEYS[1], lifetime)
+end
+return removed

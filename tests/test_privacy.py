@@ -1,0 +1,287 @@
+"""Erase and export one user everywhere (issue 18), against the real Redis and database.
+
+Every entry point (API, management command, admin action, deletion of the Django user) leaves no
+trace of the id in any key or table (tests/traces.py), except inside HyperLogLog registers and the
+tombstone, as docs/privacy.md says; a flush racing the erase and late events cannot bring the user
+back; the work is bounded by the retention settings, not by the number of users.
+"""
+
+from __future__ import annotations
+
+import secrets
+from io import StringIO
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from activity import clock, flush, groups, privacy, services
+from activity.calendar import day_name, day_of
+from activity.errors import StoreUnavailable
+from activity.events import Event
+from activity.flush import batch_claimed
+from activity.models import UserActivity
+from activity.store import keys
+from activity.store.flush_queue import FlushQueue
+from tasks.privacy import erase_user
+from tests.redis_counts import CommandDelta
+from tests.traces import database_traces, redis_traces
+
+pytestmark = pytest.mark.django_db
+GONE = "erase-me.7f3a"  # an id no other cell or key can spell by chance
+
+
+def clock_day() -> str:
+    return day_name(day_of(clock.now()))
+
+
+def seed(user: str, name: str | None = None, group: Group | None = None) -> None:
+    """Everything a user leaves: last seen (dirty), a session of two pages (a transition), page
+    statistics and rankings under two names (a rename), a visit, active days, a group view."""
+    now = clock.now()
+    services.record_events(
+        [Event(user=user, ts=now - 5, path="/pricing")], names={user: f"{name}-old"} if name else None
+    )
+    services.record_events([Event(user=user, ts=now, path="/checkout")], names={user: name} if name else None)
+    services.record_events([Event(user="bystander", ts=now, path="/pricing")])
+    if group is not None:
+        groups.members_page(group.pk, 0, 10)
+
+
+def assert_no_trace(user: str, tables: bool = True) -> None:
+    assert redis_traces(user) == []
+    if tables:
+        assert database_traces(user) == []
+    assert not UserActivity.objects.filter(user_id=user).exists()
+
+
+def test_seed_leaves_traces_everywhere_the_finder_looks(redis_client):
+    seed(GONE, name="gone")
+    flush.flush()
+    found = "\n".join(redis_traces(GONE))
+    for where in ("{ls}:seen", ":session:", ":name:", ":aliases:", ":uv:d:", ":rank:", ":byname:"):
+        assert where in found, where
+    assert database_traces(GONE) == ["activity_useractivity"]
+
+
+# --- the four entry points ------------------------------------------------------------------
+
+
+def test_api_delete_erases_everywhere_and_answers_204(staff_api, redis_client):
+    seed(GONE, name="gone")
+    flush.flush()
+    response = staff_api.delete(f"/api/v1/users/{GONE}/activity/")
+    assert response.status_code == 204 and response.content == b""
+    assert_no_trace(GONE)
+    assert services.record_events([Event(user="bystander", ts=clock.now())]).accepted == 1
+    assert "bystander" in str(redis_client.zrange(keys.last_seen(), 0, -1))  # others untouched
+
+
+def test_api_delete_needs_staff_validates_and_404s_the_unknown(member, member_api, staff_api, redis_client):
+    seed(GONE)
+    assert APIClient().delete(f"/api/v1/users/{GONE}/activity/").status_code == 401
+    assert member_api.delete(f"/api/v1/users/{GONE}/activity/").status_code == 403
+    assert member_api.delete(f"/api/v1/users/{member.pk}/activity/").status_code == 403  # not even one's own
+    bad = staff_api.delete("/api/v1/users/a*b/activity/")
+    assert bad.status_code == 400 and "user" in bad.json()
+    assert staff_api.delete(f"/api/v1/users/{'x' * 65}/activity/").status_code == 400
+    unknown = staff_api.delete("/api/v1/users/never-seen/activity/")
+    assert unknown.status_code == 404 and "detail" in unknown.json()
+    assert redis_traces(GONE) != []  # none of those erased anything
+    assert redis_client.zscore(keys.tombstones("ls"), "never-seen") is None  # nor tombstoned
+
+
+def test_management_command_erases_and_refuses_bad_or_unknown_ids_before_anything(redis_client):
+    seed(GONE)
+    seed("other-user")
+    for args, message in ((["a b", GONE], "invalid"), ([GONE, "never-seen"], "unknown")):
+        with pytest.raises(CommandError, match=message):
+            call_command("activity_erase", *args)
+        assert redis_traces(GONE) != []  # nothing erased
+    out = StringIO()
+    call_command("activity_erase", GONE, "other-user", stdout=out)
+    assert f"{GONE}: erased" in out.getvalue() and "other-user: erased" in out.getvalue()
+    assert_no_trace(GONE)
+    assert_no_trace("other-user")
+
+
+def test_admin_action_erases_the_selected_users_for_staff_with_the_delete_permission(admin_client, redis_client):
+    seed(GONE)
+    seed("keep-me")
+    flush.flush()
+    url = reverse("admin:activity_useractivity_changelist")
+    response = admin_client.post(url, {"action": "erase_activity", "_selected_action": [GONE]}, follow=True)
+    assert response.status_code == 200 and "Erased 1 users" in response.content.decode()
+    assert_no_trace(GONE)
+    assert UserActivity.objects.filter(user_id="keep-me").exists()
+
+    clerk = get_user_model().objects.create_user("clerk", is_staff=True)
+    clerk.user_permissions.add(Permission.objects.get(codename="view_useractivity"))
+    browser = type(admin_client)()
+    browser.force_login(clerk)
+    assert "erase_activity" not in browser.get(url).content.decode()  # no delete permission: no action
+    browser.post(url, {"action": "erase_activity", "_selected_action": ["keep-me"]})
+    assert UserActivity.objects.filter(user_id="keep-me").exists()
+
+
+def test_deleting_a_django_user_erases_them_once_the_deletion_commits(redis_client, django_capture_on_commit_callbacks):
+    account = get_user_model().objects.create_user("leaving")
+    group = Group.objects.create(name="team")
+    with django_capture_on_commit_callbacks(execute=True):
+        group.user_set.add(account)
+    user = str(account.pk)
+    seed(user, name="leaving", group=group)
+    flush.flush()
+    assert redis_client.getbit(keys.active_bits(clock_day()), int(user)) == 1
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        account.delete()
+    assert callbacks  # the erase waited for the commit
+    assert_no_trace(user, tables=False)
+    assert redis_client.zcard(keys.group_view(group.pk)) == 0  # rebuilt without them at the next read
+    assert groups.members_page(group.pk, 0, 10).count == 0
+
+
+def test_a_deletion_while_redis_is_down_queues_the_erase_task(monkeypatch, django_capture_on_commit_callbacks):
+    account = get_user_model().objects.create_user("leaving-later")
+    user = str(account.pk)
+    seed(user)
+    erase, sent = privacy.erase, []
+
+    def redis_down(user: str) -> None:
+        raise StoreUnavailable("connection", "refused")
+
+    monkeypatch.setattr(privacy, "erase", redis_down)
+    monkeypatch.setattr(privacy.current_app, "send_task", lambda name, args: sent.append((name, args)))
+    with django_capture_on_commit_callbacks(execute=True):
+        account.delete()
+    assert sent == [("activity.erase_user", [user])]
+    monkeypatch.setattr(privacy, "erase", erase)  # Redis is back: the task runs
+    assert erase_user(user)["traces"] > 0
+    assert_no_trace(user, tables=False)
+
+
+# --- the flush race and late events ---------------------------------------------------------
+
+
+def test_erase_during_a_claimed_flush_batch_cannot_bring_the_user_back(redis_client):
+    seed(GONE)
+    others = [f"u{n}" for n in range(5)]
+    services.record_events([Event(user=user, ts=clock.now()) for user in others])
+    erased = []
+
+    def erase_now(sender, batch, size, **kwargs):  # the batch is claimed, not yet written
+        if not erased:
+            erased.append(privacy.erase(GONE))
+
+    batch_claimed.connect(erase_now, dispatch_uid="test.erase_now")
+    try:
+        result = flush.flush()
+    finally:
+        batch_claimed.disconnect(dispatch_uid="test.erase_now")
+    assert erased and result.flushed == len(others) + 2  # GONE and the bystander were in the batch
+    assert_no_trace(GONE)
+    assert set(UserActivity.objects.values_list("user_id", flat=True)) == {*others, "bystander"}
+    assert redis_client.zcard(keys.last_seen_claimed()) == 0
+
+
+def test_a_flush_killed_between_its_write_and_its_ack_is_settled_by_the_next(redis_client, monkeypatch):
+    seed(GONE)
+    queue = FlushQueue(redis_client)
+    claim = queue.claim(clock.now(), 100)
+    UserActivity.objects.upsert_last_seen(claim.rows)  # written, then the worker dies: no ack
+    privacy.erase(GONE)  # its row is deleted here, but the dead flush's claim is still pending
+    UserActivity.objects.upsert_last_seen(claim.rows)  # (as if its commit landed after the erase)
+    assert UserActivity.objects.filter(user_id=GONE).exists()
+    assert queue.ack(claim.claim_time, [GONE], clock.now()) == (0, [GONE])  # an ack would report it
+    later = clock.now() + 61  # past the job lock's TTL: the reaper hands the claim back
+    monkeypatch.setattr(clock, "now", lambda: later)
+    flush.flush()
+    assert_no_trace(GONE)
+
+
+def test_late_events_are_skipped_while_tombstoned_and_recorded_after(redis_client, monkeypatch):
+    seed(GONE, name="gone")
+    privacy.erase(GONE)
+    now = clock.now()
+    late = services.record_events([Event(user=GONE, ts=now, path="/again")], visitors=[(secrets.token_hex(16), now)])
+    assert late.last_seen_updated == 0 and late.sessions_started == 0
+    assert_no_trace(GONE)
+    expiry = redis_client.zscore(keys.tombstones("ls"), GONE)
+    assert expiry == pytest.approx(now + privacy.tombstone_ttl(), abs=5)
+    assert redis_client.ttl(keys.tombstones("pv")) > 0  # bounded: the set goes with its last tombstone
+    monkeypatch.setattr(clock, "now", lambda: expiry + 1)
+    assert services.record_events([Event(user=GONE, ts=expiry + 1, path="/back")]).last_seen_updated == 1
+    assert services.session_page(GONE) is not None
+
+
+@override_settings(ACTIVITY_ERASE_TOMBSTONE_TTL=1)
+def test_the_tombstone_outlives_a_dead_flush_claim_whatever_the_setting():
+    assert privacy.tombstone_ttl() >= 2 * 60 + 10  # two job-lock TTLs and a flush interval
+
+
+# --- bounded cost ---------------------------------------------------------------------------
+
+
+def erase_commands(redis_client, bystanders: int) -> int:
+    user = f"bounded-{bystanders}"
+    seed(user)
+    now = clock.now()
+    for start in range(0, bystanders, 1000):
+        services.record_events(
+            [Event(user=f"b{n}", ts=now, path=f"/p{n % 7}") for n in range(start, min(start + 1000, bystanders))]
+        )
+    privacy.erase("warm-up")  # scripts loaded
+    with CommandDelta(redis_client) as delta:
+        privacy.erase(user)
+    return sum(delta.calls.values())
+
+
+def test_an_erase_costs_the_same_commands_whatever_the_number_of_users(redis_client):
+    assert erase_commands(redis_client, 10) == erase_commands(redis_client, 3000)
+
+
+# --- export ---------------------------------------------------------------------------------
+
+
+def test_export_holds_everything_stored_about_the_user(member, member_api, redis_client):
+    user = str(member.pk)
+    group = Group.objects.create(name="readers")
+    member.groups.add(group)
+    seed(user, name="member", group=group)
+    flush.flush()
+    body = member_api.get(f"/api/v1/users/{user}/activity/export/").json()
+    assert body["user"] == user and body["last_seen"]["ts"] == pytest.approx(clock.now(), abs=60)
+    assert body["last_seen"]["unflushed_since"] is None  # flushed
+    assert [page["path"] for page in body["session"]["pages"]] == ["/pricing", "/checkout"]
+    assert body["display_name"] == "member" and body["former_names"] == ["member-old"]
+    assert sorted(row["period"] for row in body["page_views"]) == ["day", "week"]
+    assert {row["views"] for row in body["page_views"]} == {2}
+    assert body["groups"] == [group.pk]
+    assert body["active_days"] == [clock_day()[:4] + "-" + clock_day()[4:6] + "-" + clock_day()[6:]]
+    assert body["first_visit"] == body["active_days"][0]
+    assert body["database"]["user_id"] == user and body["database"]["account"] == user
+    assert body["erased_until"] is None
+
+
+def test_export_permissions_and_bad_input(member, member_api, staff_api, redis_client):
+    seed(GONE)
+    assert member_api.get(f"/api/v1/users/{GONE}/activity/export/").status_code == 403  # another's
+    assert APIClient().get(f"/api/v1/users/{GONE}/activity/export/").status_code == 401
+    assert staff_api.get(f"/api/v1/users/{GONE}/activity/export/").json()["active_days"] is None  # an HLL id
+    assert staff_api.get("/api/v1/users/a*b/activity/export/").status_code == 400
+    assert staff_api.get("/api/v1/users/never-seen/activity/export/").status_code == 404
+    assert member_api.get(f"/api/v1/users/{member.pk}/activity/export/").status_code == 200  # a user, no data
+    privacy.erase(GONE)
+    assert staff_api.get(f"/api/v1/users/{GONE}/activity/export/").status_code == 404
+
+
+def test_the_openapi_document_describes_both_operations(staff_api):
+    schema = staff_api.get("/api/v1/schema/", HTTP_ACCEPT="application/json").json()
+    erase_op = schema["paths"]["/api/v1/users/{user}/activity/"]["delete"]
+    assert {"204", "400", "403", "404"} <= set(erase_op["responses"])
+    export_op = schema["paths"]["/api/v1/users/{user}/activity/export/"]["get"]
+    assert {"200", "400", "403", "404"} <= set(export_op["responses"])

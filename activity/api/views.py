@@ -44,9 +44,7 @@ class EventsView(ServiceView):
         responses=responses({202: s.IngestResultSerializer}, 400, 413, 415),
     )
     def post(self, request: Request) -> Response:
-        batch = s.EventBatchSerializer(data=request.data)
-        batch.is_valid(raise_exception=True)
-        result = services.record_events(batch.validated_data["events"])
+        result = services.record_events(s.clean_batch(request.data))
         return Response(
             {"accepted": result.accepted, "last_seen_updated": result.last_seen_updated},
             status=status.HTTP_202_ACCEPTED,

@@ -14,7 +14,6 @@ import re
 from typing import Any
 
 import redis
-from django.conf import settings as django_settings
 from redis.backoff import NoBackoff
 from redis.client import Pipeline as RedisPipeline
 from redis.retry import Retry
@@ -95,4 +94,4 @@ def _client(url: str, timeout: float) -> Client:
 
 def get_client() -> Client:
     """The shared client for ``REDIS_URL`` (one connection pool per URL and timeout)."""
-    return _client(django_settings.REDIS_URL, conf.settings.REDIS_TIMEOUT)
+    return _client(conf.get("REDIS_URL"), conf.settings.REDIS_TIMEOUT)

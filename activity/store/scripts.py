@@ -1,5 +1,8 @@
 """Loads ``lua/*.lua`` once and runs the scripts by SHA, recovering from NOSCRIPT.
 
+The scripts are package data read through ``importlib.resources``: ``activity/lua`` is a symlink
+to the repository's ``lua/`` in a checkout, and the files themselves in an installed wheel.
+
 Plain calls go through redis-py's ``Script``, which reloads on NOSCRIPT. In pipelines, redis-py's
 ``Script`` sends SCRIPT EXISTS before every execute (an extra round trip), so ``Pipeline`` below
 queues a bare EVALSHA and, only when the server answers NOSCRIPT (restart, SCRIPT FLUSH,
@@ -10,7 +13,7 @@ nothing, so re-running it alone is safe even inside MULTI/EXEC.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
+from importlib.resources import files
 from typing import Any
 
 from redis.commands.core import Script
@@ -18,7 +21,7 @@ from redis.exceptions import NoScriptError
 
 from activity.store.client import Client
 
-LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
+LUA_DIR = files("activity") / "lua"
 
 
 class LuaScript:
@@ -26,7 +29,7 @@ class LuaScript:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._script = Script(None, (LUA_DIR / f"{name}.lua").read_bytes())
+        self._script = Script(None, LUA_DIR.joinpath(f"{name}.lua").read_bytes())
 
     @property
     def sha(self) -> str:

@@ -1,3 +1,5 @@
+from importlib import import_module
+
 from django.apps import AppConfig
 from django.contrib.admin import apps as admin_apps
 
@@ -10,12 +12,17 @@ class ActivityConfig(AppConfig):
         from django.contrib.auth import get_user_model
         from django.db.models.signals import post_delete
 
-        from activity import conf, group_membership, privacy, traffic
+        from activity import checks, conf, group_membership, privacy, traffic
+        from activity.tasks.schedule import TASK_MODULES
 
         group_membership.connect()
+        checks.register()
         # A deleted user is erased everywhere once the deletion commits.
         post_delete.connect(privacy.user_deleted, sender=get_user_model(), dispatch_uid="activity.privacy.user_deleted")
         traffic.bot_patterns(conf.settings.BOT_PATTERNS)  # an invalid pattern stops start-up, named
+        # Registered with Celery wherever Django runs (a worker included), whatever the site's wiring.
+        for module in TASK_MODULES:
+            import_module(module)
 
 
 class ActivityAdminConfig(admin_apps.AdminConfig):

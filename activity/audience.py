@@ -8,7 +8,7 @@ Days are UTC days; weeks start on Monday; "this week" and "this month" run up to
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -101,6 +101,22 @@ def stats() -> Stats:
     )
 
 
+def _check_rollup_day(day: date, now: float) -> None:
+    if day > calendar.day_of(now) or day_ttl(day, now) <= 0:
+        raise DayOutOfRange(f"{day} is not between today and {KEEP_DAYS} days ago")
+
+
+def rollup_days(first: date, last: date) -> list[date]:
+    """The days from ``first`` to ``last`` included, each one ``rollup_day`` can still compute;
+    ``DayOutOfRange`` for a range that is empty or reaches beyond that, before anything is written."""
+    if last < first:
+        raise DayOutOfRange(f"the range ends ({last}) before it starts ({first})")
+    now = clock.now()
+    for day in (first, last):  # retention is a window of days: its two ends decide
+        _check_rollup_day(day, now)
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+
 def rollup_day(day: date) -> DailyRollup | None:
     """Write ``day``'s figures to its ``DailyRollup`` row; None when another run holds the day's lock.
 
@@ -110,8 +126,7 @@ def rollup_day(day: date) -> DailyRollup | None:
     Sessions started and page views come from the navigation-session counters of that day.
     """
     now = clock.now()
-    if day > calendar.day_of(now) or day_ttl(day, now) <= 0:
-        raise DayOutOfRange(f"{day} is not between today and {KEEP_DAYS} days ago")
+    _check_rollup_day(day, now)
     with locks.exclusive(f"rollup:{calendar.day_name(day)}", ROLLUP_LOCK_TTL) as acquired:
         if not acquired:
             return None

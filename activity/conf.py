@@ -14,6 +14,8 @@ from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 
 DEFAULTS: dict[str, Any] = {
+    # The Redis holding the activity state: a development default (``check --deploy`` wants it set).
+    "REDIS_URL": "redis://127.0.0.1:6379/0",
     "ACTIVITY_KEY_PREFIX": "act:",
     "ACTIVITY_ONLINE_WINDOW": 300,
     "ACTIVITY_SESSION_WINDOW": 60,
@@ -36,7 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_TOKEN_CACHE_TTL": 30,
     # Proxies (addresses or networks) whose X-Forwarded-For is believed for the client address.
     "ACTIVITY_TRUSTED_PROXIES": (),
-    # Scheduled jobs (tasks/maintenance.py, beat schedule in tasks/schedule.py).
+    # Scheduled jobs (activity/tasks/maintenance.py, beat schedule in activity/tasks/schedule.py).
     "ACTIVITY_FLUSH_BATCH": 2000,
     "ACTIVITY_JOB_LOCK_TTL": 60,
     "ACTIVITY_LAST_SEEN_RETENTION": 90 * 86400,

@@ -43,3 +43,8 @@ def job_time_limits() -> tuple[float, float]:
 def exclusive_job(name: str) -> AbstractContextManager[bool]:
     """``exclusive`` for scheduled job ``name`` (flush, prune, sweep, ...), with the job lock TTL."""
     return exclusive(f"job:{name}", job_ttl())
+
+
+def wait_for_job(name: str, seconds: float) -> bool:
+    """``wait_for_release`` for scheduled job ``name``'s lock (one step of at most ``seconds``)."""
+    return wait_for_release(f"job:{name}", seconds, job_ttl())

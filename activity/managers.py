@@ -66,6 +66,9 @@ def account_candidates(user_ids: Sequence[str]) -> list[object | None]:
     pk_field = get_user_model()._meta.pk
     if isinstance(pk_field, models.IntegerField):
         low, high = connection.ops.integer_field_range(pk_field.get_internal_type())
+        # Django 4.2's SQLite backend states no range (5.x does); its integers are 64-bit either way.
+        low = -(2**63) if low is None else low
+        high = 2**63 - 1 if high is None else high
 
         def candidate(user_id: str) -> object | None:
             try:

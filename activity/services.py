@@ -203,6 +203,26 @@ def record_caller(user: str, name: str, kind: str) -> None:
     round_trip.ride(CallerActivity(user, name, clock.now(), kind), get_client())
 
 
+def seed_last_seen(latest: Mapping[str, float]) -> int:
+    """Move users' last seen forward to times known from elsewhere (a backfill from ``last_login``),
+    never back; returns how many moved. Only last seen: no visit, active day or page view.
+
+    One round trip (the "ZADD unless smaller" EVALSHA and the users' group indexes); a second only
+    when a user who moved is in a materialized group view. Moved users are marked changed, so the
+    next flush writes their rows.
+    """
+    if not latest:
+        return 0
+    pipe = Pipeline(get_client())
+    moved_at = last_seen_store.queue_update(pipe, latest, clock.now())
+    groups_at = group_store.queue_groups_of(pipe, latest)
+    results = pipe.execute()
+    if results[moved_at]:
+        found = zip(latest, results[groups_at], strict=True)
+        groups.propagate(latest, {user: ids for user, ids in found if ids})
+    return results[moved_at]
+
+
 def session_page(user: str, page: int = 1, page_size: int = 20) -> SessionPage | None:
     """One page of the user's current navigation session, most recent first; None when the user has
     no live session. One round trip; reads only that page (LRANGE), never the whole list."""

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
+
+from django.dispatch import Signal
 
 from activity import clock, conf
 from activity.store import sweep as store
 from activity.store.client import get_client
 
 log = logging.getLogger(__name__)
+
+
+# Sent after each SCAN step with ``scanned`` (keys of ours it found): the management command's progress.
+step_swept = Signal()
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,19 +27,32 @@ class SweepResult:
     deleted: int
 
 
-def sweep(count: int = 200) -> SweepResult:
+def steps_expected(count: int = 200) -> int:
+    """About how many SCAN steps a sweep takes: SCAN walks every key of the database, ``count`` a step."""
+    return max(1, math.ceil(store.keyspace_size(get_client()) / count))
+
+
+def sweep(count: int = 200, dry_run: bool = False) -> SweepResult:
     """SCAN the service's prefix ``count`` keys per step; give a TTL to (or delete) keys without one.
 
     Only keys under ``ACTIVITY_KEY_PREFIX`` are looked at; the documented long-lived keys are left
     alone, and every other key gets what its family's writers give it (``activity/store/keys.py``).
-    Each repaired key is logged by name, so a stray is easy to trace to its writer.
+    Each repaired key is logged by name, so a stray is easy to trace to its writer. ``dry_run``
+    changes nothing: ``repaired`` and ``deleted`` count what a sweep would do.
     """
     scanned = long_lived = repaired = deleted = 0
-    for step in store.sweep(get_client(), count, conf.settings.SWEEP_DEFAULT_TTL, clock.now()):
+    steps = store.sweep(get_client(), count, conf.settings.SWEEP_DEFAULT_TTL, clock.now(), dry_run=dry_run)
+    for step in steps:
         scanned += step.scanned
         long_lived += step.long_lived
         repaired += len(step.repaired)
         deleted += len(step.deleted)
         if step.repaired or step.deleted:
-            log.warning("sweep: keys without a TTL: repaired %s, deleted %s", step.repaired[:5], step.deleted[:5])
+            log.warning(
+                "sweep%s: keys without a TTL: repaired %s, deleted %s",
+                " (dry run: nothing changed)" if dry_run else "",
+                step.repaired[:5],
+                step.deleted[:5],
+            )
+        step_swept.send(sender=sweep, scanned=step.scanned)
     return SweepResult(scanned=scanned, long_lived=long_lived, repaired=repaired, deleted=deleted)

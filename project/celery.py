@@ -1,19 +1,15 @@
-"""The Celery app. Redis is the broker; the beat schedule lives in tasks.schedule."""
+"""The Celery app. Redis is the broker; the beat schedule is the activity app's (activity.tasks.schedule)."""
 
 import os
 
 from celery import Celery
 
-from tasks.schedule import TASK_MODULES, beat_schedule
+from activity.tasks.schedule import install_beat_schedule
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 app = Celery("activity_service")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.imports = ["tasks.ingest", *TASK_MODULES]
-
-
-@app.on_after_configure.connect
-def _install_schedule(sender: Celery, **kwargs: object) -> None:
-    # Built once the configuration is read, so the intervals come from the settings in force.
-    sender.conf.beat_schedule = beat_schedule()
+# The app's own tasks register when Django is set up (ActivityConfig.ready); this project's own job:
+app.conf.imports = ["tasks.reengagement"]
+app.on_after_configure.connect(install_beat_schedule)

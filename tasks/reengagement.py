@@ -1,7 +1,8 @@
 """Worked example of another team's scheduled job built only on the service's Python API.
 
-Every day, mail the users who crossed ``days`` of inactivity in the last day. Add it to the beat
-schedule with a part in ``tasks/schedule.py``, e.g. ``every("activity.example.mail_dormant", 86400)``.
+Every day, mail the users who crossed ``days`` of inactivity in the last day. Add it to the site's
+beat schedule, e.g. ``CELERY_BEAT_SCHEDULE = {"mail-dormant": every("activity.example.mail_dormant", 86400)}``
+(``every`` from ``activity.tasks.schedule``).
 """
 
 from __future__ import annotations

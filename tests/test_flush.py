@@ -15,8 +15,9 @@ from activity.models import UserActivity
 from activity.store import keys
 from activity.store import last_seen as last_seen_store
 from activity.store.flush_queue import FlushQueue
-from tasks import maintenance, reengagement
-from tasks.schedule import beat_schedule
+from activity.tasks import maintenance
+from activity.tasks.schedule import beat_schedule
+from tasks import reengagement
 
 T0 = 1_790_000_000.0
 

@@ -18,7 +18,7 @@ from activity import services
 from activity.events import Event
 from activity.models import UserActivity
 from activity.store import keys
-from tasks import maintenance
+from activity.tasks import maintenance
 from tests.celery_procs import BATCH, LOCK_TTL, Proc, beat, wait_for, worker
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]

@@ -15,6 +15,9 @@ ENTRY_POINTS = (
     "activity.admin_site",
     "activity.dashboard",
     "activity.health",
+    "activity.checks",
+    "activity.tasks",
+    "activity.management",
     "tasks",
 )
 # What the store may import from the rest of the app: settings, the calendar, the service's

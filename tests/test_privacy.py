@@ -27,7 +27,7 @@ from activity.flush import batch_claimed
 from activity.models import UserActivity
 from activity.store import keys
 from activity.store.flush_queue import FlushQueue
-from tasks.privacy import erase_user
+from activity.tasks.privacy import erase_user
 from tests.redis_counts import CommandDelta
 from tests.traces import database_traces, redis_traces
 

@@ -12,8 +12,8 @@ from activity import clock, reports, services
 from activity.events import Event
 from activity.store import keys
 from activity.store.locks import Lock
-from tasks.reports import refresh_reports as refresh_task
-from tasks.schedule import reports as reports_schedule
+from activity.tasks.reports import refresh_reports as refresh_task
+from activity.tasks.schedule import reports as reports_schedule
 from tests.redis_probe import probe
 
 NAMES = {f"u{i}": f"name-{(i * 7) % 13:02d}-{i}" for i in range(12)}

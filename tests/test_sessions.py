@@ -19,7 +19,7 @@ from activity.events import Event
 from activity.store import keys
 from activity.store.scripts import Pipeline
 from activity.store.sessions import SESSION_RECORD, paths_slack
-from tasks.ingest import record_events as record_events_task
+from activity.tasks.ingest import record_events as record_events_task
 from tests.redis_counts import CommandDelta
 from tests.redis_probe import probe
 

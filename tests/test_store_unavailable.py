@@ -30,8 +30,8 @@ from redis._parsers.base import BaseParser
 from activity.errors import StoreUnavailable
 from activity.middleware import fail_open
 from activity.store.client import unavailable_reason
+from activity.tasks.ingest import record_events
 from project.redis_server import PrivateRedis, free_port
-from tasks.ingest import record_events
 from tests.celery_procs import wait_for
 
 pytestmark = [pytest.mark.urls("tests.pages"), pytest.mark.django_db]

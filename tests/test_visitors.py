@@ -23,8 +23,8 @@ from activity.store import actives, daily, keys
 from activity.store import visitors as store
 from activity.store.client import get_client
 from activity.store.scripts import LUA_DIR, Pipeline
-from tasks.rollup import rollup_day as rollup_task
-from tasks.schedule import rollup as rollup_schedule
+from activity.tasks.rollup import rollup_day as rollup_task
+from activity.tasks.schedule import rollup as rollup_schedule
 from tests.redis_counts import CommandDelta
 
 NOON = datetime(2026, 11, 23, 12, tzinfo=UTC).timestamp()

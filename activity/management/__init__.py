@@ -1,0 +1,1 @@
+"""The app's management commands for the long jobs (``manage.py help``, section [activity])."""

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from django.conf import settings as django_settings
 from redis.backoff import NoBackoff
 from redis.client import Pipeline as RedisPipeline
 from redis.exceptions import NoScriptError
@@ -141,4 +140,4 @@ def _client(url: str, timeout: float) -> Client:
 
 def get_client() -> Client:
     """The shared client for ``REDIS_URL`` (one connection pool per URL and timeout)."""
-    return _client(django_settings.REDIS_URL, conf.settings.REDIS_TIMEOUT)
+    return _client(conf.get("REDIS_URL"), conf.settings.REDIS_TIMEOUT)

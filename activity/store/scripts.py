@@ -1,5 +1,8 @@
 """Loads ``lua/*.lua`` once and runs the scripts by SHA, recovering from NOSCRIPT.
 
+The scripts are package data read through ``importlib.resources``: ``activity/lua`` is a symlink
+to the repository's ``lua/`` in a checkout, and the files themselves in an installed wheel.
+
 Plain calls go through redis-py's ``Script``, which reloads on NOSCRIPT. In pipelines, redis-py's
 ``Script`` sends SCRIPT EXISTS before every execute (an extra round trip), so the service's own
 pipeline (``client.Pipeline``, importable from here too) queues a bare EVALSHA and recovers from
@@ -9,7 +12,7 @@ NOSCRIPT itself.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
+from importlib.resources import files
 from typing import Any
 
 from redis.commands.core import Script
@@ -18,7 +21,7 @@ from activity.store.client import Client, Pipeline
 
 __all__ = ["LUA_DIR", "LuaScript", "Pipeline"]
 
-LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
+LUA_DIR = files("activity") / "lua"
 
 
 class LuaScript:
@@ -26,7 +29,7 @@ class LuaScript:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._script = Script(None, (LUA_DIR / f"{name}.lua").read_bytes())
+        self._script = Script(None, LUA_DIR.joinpath(f"{name}.lua").read_bytes())
 
     @property
     def sha(self) -> str:

@@ -25,13 +25,14 @@ class SweepStep:
     deleted: list[str]
 
 
-def sweep(client: Client, count: int, default_ttl: int, now: float) -> Iterator[SweepStep]:
+def sweep(client: Client, count: int, default_ttl: int, now: float, dry_run: bool = False) -> Iterator[SweepStep]:
     """SCAN the prefix ``count`` keys per step; each step repairs the keys it found without a TTL.
 
     Two round trips per step: the SCAN, then one pipeline of ``expire_if_persistent`` calls (the
     script checks the TTL itself, atomically, one key per call so Cluster slots do not matter).
     Per-day keys get the TTL left to their day at ``now``; keys of no family ``default_ttl``.
     Keys outside the prefix are never touched, even if the MATCH pattern let one through.
+    ``dry_run`` reads each candidate's PTTL instead, and reports what the repair would do.
     """
     prefix = keys.prefix()
     cursor = 0
@@ -44,8 +45,12 @@ def sweep(client: Client, count: int, default_ttl: int, now: float) -> Iterator[
         if fixes:
             pipe = Pipeline(client)
             for key, ttl_ms in fixes.items():
-                pipe.script(EXPIRE_IF_PERSISTENT, [key], [ttl_ms])
-            fixed = [key for key, done in zip(fixes, pipe.execute(), strict=True) if done == 1]
+                if dry_run:
+                    pipe.pttl(key)
+                else:
+                    pipe.script(EXPIRE_IF_PERSISTENT, [key], [ttl_ms])
+            persistent = -1 if dry_run else 1  # PTTL of a key without a TTL; the script's "done"
+            fixed = [key for key, reply in zip(fixes, pipe.execute(), strict=True) if reply == persistent]
         yield SweepStep(
             scanned=len(own),
             long_lived=len(own) - len(fixes),
@@ -54,3 +59,8 @@ def sweep(client: Client, count: int, default_ttl: int, now: float) -> Iterator[
         )
         if cursor == 0:
             return
+
+
+def keyspace_size(client: Client) -> int:
+    """Keys in the database (every prefix): what a full SCAN walks through."""
+    return client.dbsize()

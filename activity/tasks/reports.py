@@ -23,5 +23,5 @@ def rebuild_report(name: str, period: str = "day") -> dict[str, str]:
     return {"report": name, "period": period, "outcome": reports.rebuild(name, period)}
 
 
-# Wired into the beat schedule by tasks.schedule. ``expires`` = the interval: a run that waited a
+# Wired into the beat schedule by activity.tasks.schedule. ``expires`` = the interval: a run that waited a
 # whole interval in the queue is dropped, the next one does the same work.

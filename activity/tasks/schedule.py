@@ -1,4 +1,5 @@
-"""The Celery beat schedule, built from settings. ``project/celery.py`` installs it.
+"""The Celery beat schedule, built from settings. A site's Celery app installs it with one line,
+``app.on_after_configure.connect(install_beat_schedule)`` (README, "Adding it to a site").
 
 It names tasks by string and imports no task module: Celery builds it before Django is set up.
 Each part of the service contributes a function returning its entries; ``beat_schedule`` merges
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from celery import Celery
 from celery.schedules import crontab
 
 from activity import conf
@@ -47,8 +49,15 @@ def reports() -> dict[str, dict[str, Any]]:
 
 PARTS: list[Callable[[], dict[str, dict[str, Any]]]] = [maintenance, rollup, reports]
 
-# Modules holding scheduled tasks, for ``app.conf.imports``.
-TASK_MODULES = ["tasks.maintenance", "tasks.reengagement", "tasks.rollup", "tasks.reports", "tasks.privacy"]
+# The app's task modules, imported by ``ActivityConfig.ready`` so any process running Django (a
+# Celery worker included) has the tasks registered, whatever the site's Celery wiring.
+TASK_MODULES = [
+    "activity.tasks.ingest",
+    "activity.tasks.maintenance",
+    "activity.tasks.rollup",
+    "activity.tasks.reports",
+    "activity.tasks.privacy",
+]
 
 
 def beat_schedule() -> dict[str, dict[str, Any]]:
@@ -61,3 +70,12 @@ def beat_schedule() -> dict[str, dict[str, Any]]:
             raise ValueError(f"beat entries defined twice: {sorted(clash)}")
         schedule.update(entries)
     return schedule
+
+
+def install_beat_schedule(sender: Celery, **kwargs: Any) -> None:
+    """``on_after_configure`` receiver: adds the app's entries to the Celery app's beat schedule.
+
+    Built once the configuration is read, so the intervals come from the settings in force; an
+    entry of the same name in the site's own schedule (``CELERY_BEAT_SCHEDULE``) wins.
+    """
+    sender.conf.beat_schedule = {**beat_schedule(), **(sender.conf.beat_schedule or {})}

@@ -1,0 +1,135 @@
+"""System checks (Django's check framework): a wrong setup is reported by ``manage.py check`` (and
+by ``runserver`` and ``migrate``, which run it) rather than found later as missing data.
+
+None of them talks to Redis or the database: checks run before every management command.
+``ActivityConfig.ready`` registers them under the tag ``activity``; the one about production runs
+under ``check --deploy``. Silence one with ``SILENCED_SYSTEM_CHECKS = ["activity.W002"]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from celery import current_app
+from django.conf import settings
+from django.core import checks
+from django.utils.module_loading import import_string
+
+from activity import conf
+
+TAG = "activity"
+ACTIVITY_MIDDLEWARE = "activity.middleware.ActivityMiddleware"
+AUTH_MIDDLEWARE = "django.contrib.auth.middleware.AuthenticationMiddleware"
+FLUSH_TASK = "activity.flush"
+
+
+def _position(chain: Sequence[str], base_path: str) -> int | None:
+    """Index of the first middleware in ``chain`` that is ``base_path`` or a subclass of it."""
+    base = import_string(base_path)
+    for index, path in enumerate(chain):
+        if path == base_path:
+            return index
+        try:
+            found = import_string(path)
+        except ImportError:
+            continue  # Django reports an unimportable middleware itself
+        if isinstance(found, type) and issubclass(found, base):
+            return index
+    return None
+
+
+def middleware(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The tracking middleware is installed, and after the authentication middleware."""
+    chain = list(settings.MIDDLEWARE)
+    ours = _position(chain, ACTIVITY_MIDDLEWARE)
+    if ours is None:
+        return [
+            checks.Error(
+                f"'{ACTIVITY_MIDDLEWARE}' is not in MIDDLEWARE: no page view or visit is recorded.",
+                hint=f"Add it to MIDDLEWARE after '{AUTH_MIDDLEWARE}'.",
+                id="activity.E001",
+            )
+        ]
+    auth = _position(chain, AUTH_MIDDLEWARE)
+    if auth is not None and ours < auth:
+        return [
+            checks.Error(
+                f"'{ACTIVITY_MIDDLEWARE}' comes before '{AUTH_MIDDLEWARE}' in MIDDLEWARE.",
+                hint="Move it after the authentication middleware: it reads request.user, which that one sets.",
+                id="activity.E002",
+            )
+        ]
+    return []
+
+
+def redis_url(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """In production (``check --deploy``) ``REDIS_URL`` is set, not left to the development default."""
+    if hasattr(settings, "REDIS_URL"):
+        return []
+    return [
+        checks.Error(
+            f"REDIS_URL is not set: the activity state goes to the development default {conf.DEFAULTS['REDIS_URL']}.",
+            hint="Set REDIS_URL in the settings (from the environment) to the Redis that holds the activity state.",
+            id="activity.E003",
+        )
+    ]
+
+
+def beat_schedule(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The Celery app's beat schedule runs the flush (else nothing reaches the database)."""
+    schedule = current_app.conf.beat_schedule or {}
+    if any(entry.get("task") == FLUSH_TASK for entry in schedule.values()):
+        return []
+    return [
+        checks.Warning(
+            f"The beat schedule of the Celery app '{current_app.main}' has no entry running '{FLUSH_TASK}': "
+            "unless the flush runs another way (manage.py activity_flush from cron), last seen never "
+            "reaches the database and the flush backlog only grows.",
+            hint=(
+                "In your Celery module add app.on_after_configure.connect(install_beat_schedule) "
+                "(from activity.tasks.schedule), and import that module in your project package's __init__.py "
+                "as Celery's Django guide does. If the flush runs from a schedule this process cannot see, "
+                "silence this check."
+            ),
+            id="activity.W002",
+        )
+    ]
+
+
+def key_prefix(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Every key has a prefix: the sweep SCANs and repairs everything under it."""
+    if conf.settings.KEY_PREFIX:
+        return []
+    return [
+        checks.Error(
+            "ACTIVITY_KEY_PREFIX is empty: the service's keys mix with everything else in the Redis database, "
+            "and the sweep would give a TTL to, or delete, keys that are not its own.",
+            hint="Set ACTIVITY_KEY_PREFIX to a short string of its own such as 'act:' (the default).",
+            id="activity.E004",
+        )
+    ]
+
+
+def visitor_cookie(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """An HTTPS-only site sends the visitor cookie with ``Secure``."""
+    if not getattr(settings, "SECURE_SSL_REDIRECT", False) or not conf.settings.VISITOR_COOKIES:
+        return []
+    if conf.settings.VISITOR_COOKIE_SECURE:
+        return []
+    return [
+        checks.Warning(
+            "SECURE_SSL_REDIRECT is on but ACTIVITY_VISITOR_COOKIE_SECURE is off: the visitor cookie "
+            "may travel over plain HTTP.",
+            hint="Set ACTIVITY_VISITOR_COOKIE_SECURE = True (the default).",
+            id="activity.W001",
+        )
+    ]
+
+
+def register() -> None:
+    """Register every check (called by ``ActivityConfig.ready``; registering twice is harmless)."""
+    for check in (middleware, beat_schedule, key_prefix):
+        checks.register(check, TAG)
+    checks.register(visitor_cookie, TAG, checks.Tags.security)
+    checks.register(redis_url, TAG, deploy=True)

@@ -1,0 +1,136 @@
+"""The app's system checks: each fires on the wrong setup it names (and only then), with its id and a
+hint, and ``manage.py check --deploy`` is clean on the example project with production settings."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from celery import current_app
+from django.conf import settings
+from django.core import checks
+from django.test import override_settings
+
+from activity.middleware import ActivityMiddleware
+from activity.tasks.schedule import beat_schedule
+
+ROOT = Path(__file__).resolve().parent.parent
+AUTH = "django.contrib.auth.middleware.AuthenticationMiddleware"
+OURS = "activity.middleware.ActivityMiddleware"
+SESSIONS = "django.contrib.sessions.middleware.SessionMiddleware"
+
+
+class SiteTracking(ActivityMiddleware):
+    """A site's own subclass of the middleware counts as the middleware."""
+
+
+def found(deploy: bool = False) -> dict[str, checks.CheckMessage]:
+    """The app's check messages by id, run through Django's registry (so registration is tested too)."""
+    messages = checks.run_checks(tags=["activity"], include_deployment_checks=deploy)
+    assert all(message.hint for message in messages), messages
+    return {message.id: message for message in messages}
+
+
+def test_the_example_project_passes_every_check():
+    assert found() == {}
+    assert found(deploy=True) == {}
+
+
+@pytest.mark.parametrize(
+    ("middleware", "expected"),
+    [
+        ([SESSIONS, AUTH], "activity.E001"),
+        ([SESSIONS, OURS, AUTH], "activity.E002"),
+        ([SESSIONS, "tests.test_checks.SiteTracking", AUTH], "activity.E002"),
+        ([SESSIONS, AUTH, "tests.test_checks.SiteTracking"], None),
+        ([SESSIONS, AUTH, OURS], None),
+    ],
+)
+def test_the_middleware_must_be_there_and_after_authentication(middleware, expected):
+    with override_settings(MIDDLEWARE=middleware):
+        ids = set(found())
+    assert ids == ({expected} if expected else set())
+
+
+def test_redis_url_unset_fails_the_deploy_check_only():
+    with override_settings():
+        del settings.REDIS_URL
+        assert "activity.E003" in found(deploy=True)
+        assert "activity.E003" not in found(deploy=False)  # development uses the default
+
+
+def test_a_beat_schedule_without_the_flush_is_warned(monkeypatch):
+    schedule = beat_schedule()
+    assert "activity.W002" not in found()
+    monkeypatch.setitem(current_app.conf, "beat_schedule", {k: v for k, v in schedule.items() if k != "activity-flush"})
+    message = found()["activity.W002"]
+    assert "install_beat_schedule" in message.hint and message.level == checks.WARNING
+    # Any entry name will do, as long as one runs the flush.
+    monkeypatch.setitem(current_app.conf, "beat_schedule", {"my-flush": {"task": "activity.flush", "schedule": 5.0}})
+    assert "activity.W002" not in found()
+
+
+def test_an_empty_key_prefix_is_an_error():
+    with override_settings(ACTIVITY_KEY_PREFIX=""):
+        assert set(found()) == {"activity.E004"}
+
+
+@pytest.mark.parametrize(
+    ("ssl_redirect", "cookies", "secure", "warned"),
+    [(True, True, False, True), (True, True, True, False), (True, False, False, False), (False, True, False, False)],
+)
+def test_a_visitor_cookie_without_secure_on_an_https_site_is_warned(ssl_redirect, cookies, secure, warned):
+    with override_settings(
+        SECURE_SSL_REDIRECT=ssl_redirect, ACTIVITY_VISITOR_COOKIES=cookies, ACTIVITY_VISITOR_COOKIE_SECURE=secure
+    ):
+        messages = found()
+    assert set(messages) == ({"activity.W001"} if warned else set())
+    if warned:
+        assert messages["activity.W001"].level == checks.WARNING
+
+
+PRODUCTION = {
+    "DEBUG": "0",
+    "ALLOWED_HOSTS": "activity.example.com",
+    "SECURE_SSL_REDIRECT": "1",
+    "SESSION_COOKIE_SECURE": "1",
+    "CSRF_COOKIE_SECURE": "1",
+    "SECURE_HSTS_SECONDS": "31536000",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
+    "SECURE_HSTS_PRELOAD": "1",
+}
+
+
+def check_deploy(env: dict[str, str], without: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """``manage.py check --deploy`` on the example project, in the environment given (nothing of the
+    production variables leaks in from the test's own), failing on warnings too."""
+    dropped = {*PRODUCTION, "SECRET_KEY", *without}
+    environment = {k: v for k, v in os.environ.items() if k not in dropped}
+    environment.update(DJANGO_SETTINGS_MODULE="project.settings", **env)
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_deploy_is_clean_on_the_example_project_with_production_settings():
+    production = {**PRODUCTION, "SECRET_KEY": secrets.token_urlsafe(50)}
+    clean = check_deploy(production)
+    assert clean.returncode == 0, clean.stderr
+    assert "no issues" in clean.stdout
+    # The same without REDIS_URL: the app's own deploy check says so.
+    unset = check_deploy(production, without=("REDIS_URL",))
+    assert unset.returncode == 1
+    assert "activity.E003" in unset.stderr
+    # The development defaults are what Django's deploy checks are there to catch.
+    development = check_deploy({})
+    assert development.returncode == 1
+    assert "security.W004" in development.stderr and "security.W009" in development.stderr

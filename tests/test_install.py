@@ -1,0 +1,151 @@
+"""The app as a site adopts it: build the sdist and the wheel, install the wheel in a fresh virtualenv
+beside a brand-new ``django-admin startproject`` site, follow the README's "Adding it to a site"
+section word for word, migrate, record a page view through the middleware, read it back through
+the API, and run one flush.
+
+The section's Python blocks are appended to the file their first line names and its shell lines are
+run as written, in the site's directory, with the fresh virtualenv first on ``PATH``. The one thing
+the test adds is where pip finds the package: a constraint pointing ``django-redis-activity`` at the
+wheel just built (and Django at the version this suite runs on, so a Django 4.2 run installs 4.2).
+The site reads ``REDIS_URL`` and ``ACTIVITY_KEY_PREFIX`` from the environment as the README's
+settings do, so it uses this run's Redis and key prefix. Needs PyPI (or a pip cache) for the
+dependencies: about a minute. Deselect with ``-m 'not install'``; CI runs it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import django
+import pytest
+
+import activity
+
+pytestmark = pytest.mark.install
+
+ROOT = Path(__file__).resolve().parent.parent
+DISTRIBUTION = "django-redis-activity"
+SITE = "mysite"
+
+
+def readme_steps() -> list[tuple[str, str]]:
+    """The fenced blocks of the README's "Adding it to a site" section, in order: (language, text)."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Adding it to a site\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^( *)```(\w+)\n(.*?)^\1```$", section, flags=re.MULTILINE | re.DOTALL)
+    return [(language, textwrap.dedent(text)) for _, language, text in blocks]
+
+
+def run(command: str | list[str], cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
+    result = subprocess.run(
+        command, cwd=cwd, env=env, shell=isinstance(command, str), capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, f"{command} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+# Run in the site with the fresh virtualenv's Python: a signed-in staff user views a page, then reads
+# it back through the API with a token; what the test checks is printed as JSON.
+VISIT = """
+import json, os
+import django
+django.setup()
+from django.test import Client
+from django.test.utils import setup_test_environment
+setup_test_environment()  # lets the test client's host in
+from celery import current_app
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+import activity
+
+user = get_user_model().objects.create_superuser("adopter", "adopter@example.com", "not-used")
+browser = Client(HTTP_USER_AGENT="Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0")
+browser.force_login(user)  # a person's browser: a request without a user agent counts as a bot
+page = browser.get("/admin/")
+api = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+session = api.get(f"/api/v1/users/{user.pk}/session/")
+seen = api.get(f"/api/v1/users/{user.pk}/last-seen/")
+print(json.dumps({
+    "pk": str(user.pk),
+    "page": page.status_code,
+    "session": [session.status_code, session.json()],
+    "last_seen": [seen.status_code, seen.json()],
+    "app_from": activity.__file__,
+    "tasks": sorted(name for name in current_app.tasks if name.startswith("activity.")),
+}))
+"""
+
+
+def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, redis_client):
+    # The sdist, then the wheel built from it (python -m build's default), as a release makes them.
+    dist = tmp_path / "dist"
+    run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], ROOT, dict(os.environ))
+    (wheel,) = dist.glob("*.whl")
+    (sdist,) = dist.glob("*.tar.gz")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        packaged = {Path(name).name: archive.read(name) for name in names if name.startswith("activity/lua/")}
+    assert packaged == {path.name: path.read_bytes() for path in (ROOT / "lua").glob("*.lua")}
+    release = f"django_redis_activity-{activity.__version__}"
+    assert wheel.name == f"{release}-py3-none-any.whl" and sdist.name == f"{release}.tar.gz"
+    assert {name.split("/")[0] for name in names} == {"activity", f"{release}.dist-info"}  # the app alone
+    assert (
+        "activity/migrations/0001_initial.py" in names and "activity/templates/admin/activity/dashboard.html" in names
+    )
+
+    # A fresh virtualenv; pip takes the package from the wheel just built and the rest from the index.
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], tmp_path, dict(os.environ))
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text(f"{DISTRIBUTION} @ {wheel.as_uri()}\nDjango=={django.get_version()}\n")
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DJANGO_SETTINGS_MODULE", "PYTHONPATH", "VIRTUAL_ENV", "DATABASE_URL"}
+    }
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}", PIP_CONSTRAINT=str(constraints))
+    # The site as it was before: Django, and a project django-admin made.
+    run(["pip", "install", "--quiet", "Django"], tmp_path, env)
+    site = tmp_path / "site"
+    site.mkdir()
+    run(["django-admin", "startproject", SITE, str(site)], tmp_path, env)
+
+    steps = readme_steps()
+    assert [language for language, _ in steps] == ["sh", "python", "python", "python", "python", "sh"]
+    for language, text in steps:
+        if language == "python":
+            target, body = text.split("\n", 1)
+            assert target.startswith(f"# {SITE}/"), target
+            with (site / target.removeprefix("# ")).open("a") as file:
+                file.write("\n" + body)
+        else:
+            for line in filter(None, text.splitlines()):
+                run(line, site, env)
+
+    visit = run(["python", "-c", VISIT], site, {**env, "DJANGO_SETTINGS_MODULE": f"{SITE}.settings"})
+    found = json.loads(visit.strip().splitlines()[-1])
+    assert found["app_from"].startswith(str(venv))  # the wheel's copy, not this checkout
+    assert found["page"] == 200
+    status, session = found["session"]
+    assert status == 200 and [view["path"] for view in session["results"]] == ["/admin/"]
+    status, seen = found["last_seen"]
+    assert status == 200 and seen["user"] == found["pk"] and seen["online"] is True
+    assert {"activity.flush", "activity.prune", "activity.sweep", "activity.rollup_day"} <= set(found["tasks"])
+    assert redis_client.exists(f"{os.environ['ACTIVITY_KEY_PREFIX']}{{ls}}:seen")  # this run's Redis and prefix
+
+    out = run(["python", "manage.py", "activity_flush"], site, env)
+    assert out.strip().startswith("activity_flush: 1 row written in 1 batch;")
+    with sqlite3.connect(site / "db.sqlite3") as db:
+        rows = db.execute("SELECT user_id, account_id, last_seen FROM activity_useractivity").fetchall()
+    assert [(user_id, str(account)) for user_id, account, _ in rows] == [(found["pk"], found["pk"])]
+    flushed = dt.datetime.fromisoformat(rows[0][2]).replace(tzinfo=dt.UTC).timestamp()
+    assert seen["ts"] <= flushed < seen["ts"] + 60  # the API read itself is the user's latest activity

@@ -34,6 +34,9 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_TRACK_MAX_STATUS": 399,
     "ACTIVITY_TRACK_EXCLUDE_PATHS": ("/static/", "/media/", "/healthz", "/metrics", "/favicon.ico"),
     "ACTIVITY_MAX_PAGE_SIZE": 500,
+    # Seconds a process remembers who it recorded as active (or visiting) on a day, so it does not
+    # write that again on every request (0: write it every time).
+    "ACTIVITY_DAY_WRITES_CACHE": 60,
     # Seconds a process keeps an API token and its user after reading them from the database.
     "ACTIVITY_TOKEN_CACHE_TTL": 30,
     # Proxies (addresses or networks) whose X-Forwarded-For is believed for the client address.

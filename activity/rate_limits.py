@@ -14,13 +14,12 @@ Redis answer 503 on their own, and the ones that do not (the OpenAPI document) s
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from activity import clock
 from activity.errors import StoreUnavailable
+from activity.expiring import ExpiringCache
 from activity.store import rate_limits as store
 from activity.store import round_trip
 from activity.store.client import get_client
@@ -37,35 +36,8 @@ class Decision:
     retry_after: float  # seconds until the window ends (when refused)
 
 
-class Blocked:
-    """Clients this process saw reach their limit, each until its window ends (bounded: LRU)."""
-
-    def __init__(self, size: int = MAX_BLOCKED) -> None:
-        self._until: OrderedDict[tuple[str, str], float] = OrderedDict()
-        self._lock = threading.Lock()
-        self.size = size
-
-    def until(self, scope: str, ident: str, now: float) -> float | None:
-        with self._lock:
-            until = self._until.get((scope, ident))
-            if until is not None and until <= now:
-                del self._until[(scope, ident)]
-                return None
-            return until
-
-    def block(self, scope: str, ident: str, until: float) -> None:
-        with self._lock:
-            self._until[(scope, ident)] = until
-            self._until.move_to_end((scope, ident))
-            while len(self._until) > self.size:
-                self._until.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._until.clear()
-
-
-blocked = Blocked()
+# Clients this process saw reach their limit, each until its window ends.
+blocked: ExpiringCache[float] = ExpiringCache(MAX_BLOCKED)
 
 
 @dataclass
@@ -86,7 +58,8 @@ class _Hit:
     def arrived(self, replies: list[Any]) -> None:
         count = replies[self._index]
         if isinstance(count, int) and count >= self.limit:
-            blocked.block(self.scope, self.ident, store.window_of(self.now, self.duration)[1])
+            until = store.window_of(self.now, self.duration)[1]
+            blocked.put((self.scope, self.ident), until, until)
 
 
 def hit(scope: str, ident: str, limit: int, duration: int) -> Decision:
@@ -94,7 +67,7 @@ def hit(scope: str, ident: str, limit: int, duration: int) -> Decision:
     process already saw the client reach ``limit`` in the current window; otherwise let through,
     its count queued for the request's round trip."""
     now = clock.now()
-    until = blocked.until(scope, ident, now)
+    until = blocked.get((scope, ident))
     if until is not None:
         return Decision(allowed=False, retry_after=until - now)
     try:

@@ -23,6 +23,7 @@ from activity import clock, conf, groups, metrics, traffic
 from activity.calendar import day_of
 from activity.errors import StoreUnavailable
 from activity.events import Event
+from activity.expiring import ExpiringCache
 from activity.store import actives as actives_store
 from activity.store import groups as group_store
 from activity.store import health as health_store
@@ -97,6 +98,18 @@ def record_events(
     return finish(pipe.execute() if len(pipe) else [])
 
 
+# (user or visitor id, day) pairs this process wrote lately: who was active, and who visited, that
+# day. Those writes are idempotent (a bit set, an HLL member, a first visit), so a repeat within
+# ACTIVITY_DAY_WRITES_CACHE seconds is left out: a user's next page views cost only their last
+# seen and session. A pair lost on the Redis side (a restart without persistence) is written again
+# once its entry expires here.
+_days_written: ExpiringCache[bool] = ExpiringCache(100_000)
+
+
+def _written(pair: tuple[str, date]) -> bool:
+    return conf.settings.DAY_WRITES_CACHE > 0 and _days_written.get(pair) is not None
+
+
 def queue_record(
     pipe: Pipeline,
     events: Sequence[Event],
@@ -133,17 +146,24 @@ def queue_record(
             now,
         )
     new_at: list[int] = []
+    actives: set[tuple[str, date]] = set()
+    anonymous: set[tuple[bytes, date]] = set()
     if people:
-        actives = {(event.user, day_of(event.ts)) for event in events}
+        actives = {pair for pair in {(event.user, day_of(event.ts)) for event in events} if not _written(pair)}
         user_visits = {(visitors_store.user_visitor_id(user), day) for user, day in actives}
-        anonymous = {(bytes.fromhex(visitor), day_of(ts)) for visitor, ts in visitors}
-        new_at = visitors_store.queue_visits(pipe, user_visits, anonymous, now, conf.settings.VISITOR_PARTITION_BITS)
+        anonymous = {(visitor, day) for visitor, ts in visitors if not _written((visitor, day := day_of(ts)))}
+        visits = {(bytes.fromhex(visitor), day) for visitor, day in anonymous}
+        new_at = visitors_store.queue_visits(pipe, user_visits, visits, now, conf.settings.VISITOR_PARTITION_BITS)
         actives_store.queue_actives(pipe, actives, now, conf.settings.ACTIVE_BITMAP_MAX_ID)
     if kind != traffic.PERSON:
         traffic_store.queue_count(pipe, kind, day_of(now), now)
     groups_at = group_store.queue_groups_of(pipe, latest)
 
     def finish(results: list[Any]) -> RecordResult:
+        if conf.settings.DAY_WRITES_CACHE > 0:
+            until = now + conf.settings.DAY_WRITES_CACHE
+            for pair in (*actives, *anonymous):
+                _days_written.put(pair, True, until)
         if moved_at is not None and results[moved_at]:
             found = zip(latest, results[groups_at], strict=True)
             groups.propagate(latest, {user: ids for user, ids in found if ids})

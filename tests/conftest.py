@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.test.client import RequestFactory
 from rest_framework.test import APIClient
 
-from activity import conf, rate_limits
+from activity import conf, rate_limits, services
 from activity.api.authentication import tokens
 from activity.middleware import fail_open
 from activity.store.client import get_client
@@ -30,6 +30,7 @@ def redis_client():
 
 def _forget_process_state() -> None:
     fail_open.reset()
+    services._days_written.clear()
     rate_limits.blocked.clear()
     tokens.clear()
 

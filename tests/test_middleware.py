@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client, override_settings
 
+from activity import clock, conf
 from activity.middleware import fail_open
 from activity.store import keys
 from project.redis_server import free_port
@@ -41,13 +42,36 @@ def test_anonymous_without_consent_costs_nothing(redis_client, db):
 
 
 def test_anonymous_visit_is_one_round_trip_and_never_a_user(redis_client, db):
+    other = Client()
+    for _ in range(2):
+        other.get("/pricing")  # another visitor: loads the scripts
     visitor = Client()
     visitor.get("/pricing")  # gets the cookie; nothing is recorded until it comes back
-    visitor.get("/pricing")  # the first recorded visit (loads the scripts)
+    with probe(redis_client) as seen:
+        visitor.get("/pricing")  # the first recorded visit
+    assert (seen.client_sends, seen.server_reads) == (1, 1)
+    # The same visitor again that day: already recorded, and this process remembers it (for
+    # ACTIVITY_DAY_WRITES_CACHE seconds), so nothing is sent at all.
+    with probe(redis_client) as again:
+        visitor.get("/pricing")
+    assert (again.client_sends, again.server_reads) == (0, 0)
+    assert redis_client.exists(keys.last_seen()) == 0
+
+
+def test_a_visit_already_written_today_is_written_again_once_the_process_forgets_it(redis_client, db, monkeypatch):
+    visitor = Client()
+    visitor.get("/pricing")
+    visitor.get("/pricing")
+    redis_client.delete(*redis_client.keys(f"{keys.prefix()}{{uv}}:*"))  # lost (a restart without persistence)
+    now = clock.now()
+    monkeypatch.setattr(clock, "now", lambda: now + conf.settings.DAY_WRITES_CACHE + 1)
     with probe(redis_client) as seen:
         visitor.get("/pricing")
-    assert (seen.client_sends, seen.server_reads) == (1, 1)
-    assert redis_client.exists(keys.last_seen()) == 0
+    assert seen.client_sends == 1 and redis_client.keys(f"{keys.prefix()}{{uv}}:*")
+    with override_settings(ACTIVITY_DAY_WRITES_CACHE=0), probe(redis_client) as uncached:
+        visitor.get("/pricing")
+        visitor.get("/pricing")
+    assert uncached.client_sends == 2
 
 
 def test_error_responses_are_not_tracked(browser, redis_client):

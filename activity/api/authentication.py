@@ -10,8 +10,6 @@ and so does a change to the user (deactivated, staff status, permissions).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from django.db.models.signals import post_delete, post_save
@@ -20,49 +18,12 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 
 from activity import clock, conf
+from activity.expiring import ExpiringCache
 
 MAX_TOKENS = 10_000  # tokens remembered per process (the least recently used forgotten)
 
 
-class TokenCache:
-    """key -> (user, token, expiry), bounded, thread-safe."""
-
-    def __init__(self, size: int = MAX_TOKENS) -> None:
-        self._found: OrderedDict[str, tuple[Any, Token, float]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.size = size
-
-    def get(self, key: str) -> tuple[Any, Token] | None:
-        with self._lock:
-            found = self._found.get(key)
-            if found is None:
-                return None
-            if found[2] <= clock.now():
-                del self._found[key]
-                return None
-            self._found.move_to_end(key)
-            return found[0], found[1]
-
-    def put(self, key: str, user: Any, token: Token) -> None:
-        ttl = conf.settings.TOKEN_CACHE_TTL
-        if ttl <= 0:
-            return
-        with self._lock:
-            self._found[key] = (user, token, clock.now() + ttl)
-            self._found.move_to_end(key)
-            while len(self._found) > self.size:
-                self._found.popitem(last=False)
-
-    def forget(self, key: str) -> None:
-        with self._lock:
-            self._found.pop(key, None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._found.clear()
-
-
-tokens = TokenCache()
+tokens: ExpiringCache[tuple[Any, Token]] = ExpiringCache(MAX_TOKENS)
 
 
 class CachedTokenAuthentication(TokenAuthentication):
@@ -73,7 +34,8 @@ class CachedTokenAuthentication(TokenAuthentication):
         found = tokens.get(key)
         if found is None:
             found = super().authenticate_credentials(key)  # raises AuthenticationFailed when unknown
-            tokens.put(key, *found)
+            if conf.settings.TOKEN_CACHE_TTL > 0:
+                tokens.put(key, found, clock.now() + conf.settings.TOKEN_CACHE_TTL)
         return found
 
 

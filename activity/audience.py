@@ -71,7 +71,7 @@ def stats() -> Stats:
     }
     results = pipe.execute()
     figures = {name: total(results, indexes) for name, indexes in reads.items()}
-    return Stats(day=day, online=int(results[online_at]), **figures)
+    return Stats(day=day, online=total(results, online_at), **figures)
 
 
 def rollup_day(day: date) -> DailyRollup | None:

@@ -65,8 +65,9 @@ def page_path(path: str | None) -> str | None:
 def record_events(
     events: Sequence[Event], visitors: Sequence[tuple[str, float]] = (), names: Mapping[str, str] | None = None
 ) -> RecordResult:
-    """Record a validated batch in one round trip: one EVALSHA for all of its last-seen updates,
-    one for its page views (events with a path) and the visitor/active-user updates, one pipeline.
+    """Record a validated batch in one round trip: one EVALSHA for its last-seen updates (one per
+    last-seen partition it touches), one for its page views (events with a path) and the
+    visitor/active-user updates, one pipeline.
 
     ``visitors`` are anonymous visits, (visitor id as 32 hex digits, ts): they count as visitors
     (first visit, unique visitors) but are not users, so they never enter last seen or actives.
@@ -90,7 +91,7 @@ def record_events(
         return RecordResult(accepted=0, last_seen_updated=0)
     now = clock.now()
     pipe = Pipeline(get_client())
-    moved_at = last_seen_store.queue_update(pipe, latest, now) if latest else None
+    moved_at = last_seen_store.queue_update(pipe, latest, now)
     started_at = None
     if views:
         started_at = sessions_store.queue_record(
@@ -103,12 +104,13 @@ def record_events(
     actives_store.queue_actives(pipe, actives, now, conf.settings.ACTIVE_BITMAP_MAX_ID)
     groups_at = group_store.queue_groups_of(pipe, latest)
     results = pipe.execute()
-    if moved_at is not None and results[moved_at]:
+    moved = total(results, moved_at)
+    if moved:
         found = zip(latest, results[groups_at], strict=True)
         groups.propagate(latest, {user: ids for user, ids in found if ids})
     return RecordResult(
         accepted=len(events) + len(visitors),
-        last_seen_updated=0 if moved_at is None else results[moved_at],
+        last_seen_updated=moved,
         new_visitors=total(results, new_at),
         sessions_started=0 if started_at is None else results[started_at],
     )
@@ -174,11 +176,14 @@ def online_page(
 
 
 def health() -> dict[str, str]:
-    """``ok`` or the error for each part the service needs (Redis, the database)."""
+    """``ok`` or the error for each part the service needs (Redis, the database); on a Redis
+    Cluster also ``redis_cluster``, the cluster's state."""
     parts: dict[str, str] = {}
     try:
-        health_store.probe(get_client(), clock.now())
+        state = health_store.probe(get_client(), clock.now())
         parts["redis"] = "ok"
+        if state is not None:
+            parts["redis_cluster"] = state
     except StoreUnavailable as error:
         parts["redis"] = f"unavailable: {error}"
     try:

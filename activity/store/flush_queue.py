@@ -6,6 +6,10 @@ change) in the same step as the change; a flush ``claim``s a batch, moving it at
 ``claimed`` (score: claim time), writes it to the database, then ``ack``s it. A member is in
 ``dirty`` or ``claimed`` from its change until a committed flush acknowledged it, so a worker
 killed anywhere loses nothing: ``reap`` hands claims older than any live flush back to ``dirty``.
+
+With several last-seen partitions each has its own ``dirty`` and ``claimed`` beside its last seen
+(one hash tag, one slot): a claim takes a share of the batch from every partition in one round
+trip, and an acknowledgement goes to each member's partition.
 """
 
 from __future__ import annotations
@@ -13,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from activity.store import keys
 from activity.store.client import Client
-from activity.store.scripts import LuaScript
+from activity.store.last_seen import by_partition, partitions
+from activity.store.scripts import LuaScript, Pipeline
 
 CLAIM = LuaScript("flush_claim")
 ACK = LuaScript("flush_ack")
@@ -31,48 +35,60 @@ class Backlog:
 
 class Claim(NamedTuple):
     claim_time: str  # as sent to the script; ``ack`` needs the same string
-    rows: list[tuple[str, float]]  # (user id, last seen), oldest change first
+    rows: list[tuple[str, float]]  # (user id, last seen), oldest change first within each partition
 
 
 class FlushQueue:
-    """The ``dirty`` and ``claimed`` sorted sets beside last seen (one hash tag, one slot)."""
+    """The ``dirty`` and ``claimed`` sorted sets beside each last-seen partition."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
 
     def claim(self, now: float, limit: int) -> Claim:
-        """Claim up to ``limit`` changed members, oldest change first, with their last seen."""
+        """Claim changed members with their last seen, oldest change first: up to ``limit`` divided
+        by the partitions (rounded up) from each, so an empty claim means nothing waits anywhere."""
         claim_time = repr(float(now))
-        flat = CLAIM(
-            self.client, [keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed()], [claim_time, limit]
-        )
-        return Claim(claim_time, [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)])
+        parts = partitions()
+        share = -(-limit // len(parts))
+        pipe = Pipeline(self.client)
+        for part in parts:
+            pipe.script(CLAIM, [part.seen, part.dirty, part.claimed], [claim_time, share])
+        rows = [(flat[i], float(flat[i + 1])) for flat in pipe.execute() for i in range(0, len(flat), 2)]
+        return Claim(claim_time, rows)
 
     def ack(self, claim_time: str, members: list[str]) -> int:
         """Remove members whose database write committed, if they still carry ``claim_time`` (a
         member reaped and claimed again by a later run is that run's to acknowledge)."""
         if not members:
             return 0
-        return ACK(self.client, [keys.last_seen_claimed()], [claim_time, *members])
+        parts = partitions()
+        pipe = Pipeline(self.client)
+        for i, users in by_partition(members, len(parts)).items():
+            pipe.script(ACK, [parts[i].claimed], [claim_time, *users])
+        return sum(pipe.execute())
 
     def reap(self, older_than: float, step: int) -> int:
         """Hand claims made at or before ``older_than`` back to ``dirty``, ``step`` per call."""
         total = 0
-        while True:
-            moved = REAP(
-                self.client, [keys.last_seen_claimed(), keys.last_seen_dirty()], [repr(float(older_than)), step]
-            )
-            total += moved
-            if moved < step:
-                return total
+        for part in partitions():
+            while True:
+                moved = REAP(self.client, [part.claimed, part.dirty], [repr(float(older_than)), step])
+                total += moved
+                if moved < step:
+                    break
+        return total
 
     def backlog(self) -> Backlog:
         """Sizes of ``dirty`` and ``claimed`` and the oldest score in either; one round trip."""
+        parts = partitions()
         pipe = self.client.pipeline(transaction=False)
-        pipe.zcard(keys.last_seen_dirty())
-        pipe.zcard(keys.last_seen_claimed())
-        pipe.zrange(keys.last_seen_dirty(), 0, 0, withscores=True)
-        pipe.zrange(keys.last_seen_claimed(), 0, 0, withscores=True)
-        dirty, claimed, oldest_dirty, oldest_claimed = pipe.execute()
-        scores = [rows[0][1] for rows in (oldest_dirty, oldest_claimed) if rows]
+        for part in parts:
+            pipe.zcard(part.dirty)
+            pipe.zcard(part.claimed)
+            pipe.zrange(part.dirty, 0, 0, withscores=True)
+            pipe.zrange(part.claimed, 0, 0, withscores=True)
+        replies = pipe.execute()
+        dirty = sum(replies[0::4])
+        claimed = sum(replies[1::4])
+        scores = [rows[0][1] for rows in replies[2::4] + replies[3::4] if rows]
         return Backlog(dirty=dirty, claimed=claimed, oldest=min(scores) if scores else None)

@@ -4,7 +4,9 @@ Plain calls go through redis-py's ``Script``, which reloads on NOSCRIPT. In pipe
 ``Script`` sends SCRIPT EXISTS before every execute (an extra round trip), so ``Pipeline`` below
 queues a bare EVALSHA and, only when the server answers NOSCRIPT (restart, SCRIPT FLUSH,
 failover), re-runs that one script after loading it. A command that failed with NOSCRIPT did
-nothing, so re-running it alone is safe even inside MULTI/EXEC.
+nothing, so re-running it alone is safe even inside MULTI/EXEC. On a cluster the same holds per
+node: the pipeline sends each EVALSHA to the node serving its keys' slot, and the reload (SCRIPT
+LOAD) goes to every primary.
 """
 
 from __future__ import annotations
@@ -46,13 +48,22 @@ class Pipeline:
 
     def script(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> int:
         """Queue ``script``; returns the index of its reply in ``execute()``'s list."""
-        index = len(self.pipe.command_stack)
+        index = len(self.pipe)
         self._scripts[index] = (script, keys, args)
-        self.pipe.evalsha(script.sha, len(keys), *keys, *args)
+        # By name, not the ``evalsha`` method, which redis-py's cluster pipeline refuses (it routes
+        # by the keys all the same, and refuses keys of two slots).
+        self.pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        return index
+
+    def pfcount(self, key: str) -> int:
+        """Queue the count of one HyperLogLog; returns its reply index. (redis-py's cluster pipeline
+        refuses its ``pfcount`` method, which may merge keys of several slots; one key is safe.)"""
+        index = len(self.pipe)
+        self.pipe.execute_command("PFCOUNT", key)
         return index
 
     def __len__(self) -> int:
-        return len(self.pipe.command_stack)
+        return len(self.pipe)
 
     def __getattr__(self, name: str) -> Any:
         # Plain commands (rpush, expire, ...) are queued on the underlying pipeline.

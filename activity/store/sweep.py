@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from activity.store import keys
-from activity.store.client import Client
+from activity.store.client import Client, scan_steps
 from activity.store.scripts import LuaScript, Pipeline
 
 EXPIRE_IF_PERSISTENT = LuaScript("expire_if_persistent")
@@ -29,14 +29,13 @@ def sweep(client: Client, count: int, default_ttl: int, now: float) -> Iterator[
     """SCAN the prefix ``count`` keys per step; each step repairs the keys it found without a TTL.
 
     Two round trips per step: the SCAN, then one pipeline of ``expire_if_persistent`` calls (the
-    script checks the TTL itself, atomically, one key per call so Cluster slots do not matter).
+    script checks the TTL itself, atomically, one key per call so Cluster slots do not matter). On
+    a cluster the steps walk every primary in turn.
     Per-day keys get the TTL left to their day at ``now``; keys of no family ``default_ttl``.
     Keys outside the prefix are never touched, even if the MATCH pattern let one through.
     """
     prefix = keys.prefix()
-    cursor = 0
-    while True:
-        cursor, found = client.scan(cursor, match=keys.sweep_pattern(), count=count)
+    for found in scan_steps(client, keys.sweep_pattern(), count):
         own = [key for key in found if key.startswith(prefix)]
         ttls = {key: keys.stray_ttl(key, now, default_ttl) for key in own}
         fixes = {key: ttl * 1000 for key, ttl in ttls.items() if ttl is not None}
@@ -52,5 +51,3 @@ def sweep(client: Client, count: int, default_ttl: int, now: float) -> Iterator[
             repaired=[key for key in fixed if fixes[key] > 0],
             deleted=[key for key in fixed if fixes[key] == 0],
         )
-        if cursor == 0:
-            return

@@ -68,9 +68,7 @@ def queue_visits(pipe: Pipeline, visits: Collection[tuple[bytes, date]], now: fl
 
 def queue_unique(pipe: Pipeline, period: str, day: date) -> list[int]:
     """Queue the PFCOUNT of the unique visitors of the ``day``, ``week`` or ``month`` holding ``day``."""
-    first = len(pipe)
-    pipe.pfcount(UNIQUE[PERIODS.index(period)](name_of(period, day)))
-    return [first]
+    return [pipe.pfcount(UNIQUE[PERIODS.index(period)](name_of(period, day)))]
 
 
 def queue_new_visitors(pipe: Pipeline, day: date) -> list[int]:

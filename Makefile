@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run dev test bench bench-http lint format
+.PHONY: run dev test test-cluster bench bench-http lint format
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ dev: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The same suite against a private 3-master Redis Cluster (Celery's broker on a standalone server beside it).
+test-cluster: $(VENV)/.installed
+	$(PY) -m pytest --redis-cluster $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
 	$(PY) -m bench.last_seen

@@ -23,7 +23,6 @@ from activity.store import traffic as traffic_store
 from activity.store import visitors as visitors_store
 from activity.store.client import get_client
 from activity.store.daily import KEEP_DAYS, day_ttl, total
-from activity.store.scripts import Pipeline
 
 ROLLUP_LOCK_TTL = 60.0
 
@@ -71,7 +70,7 @@ def stats() -> Stats:
     now = clock.now()
     day = calendar.day_of(now)
     max_id = conf.settings.ACTIVE_BITMAP_MAX_ID
-    pipe = Pipeline(get_client())
+    pipe = get_client().pipeline(transaction=False)
     online_at = last_seen_store.queue_count_since(pipe, now - conf.settings.ONLINE_WINDOW)
     reads = {
         "active_day": actives_store.queue_active(pipe, "day", day, max_id),
@@ -88,7 +87,7 @@ def stats() -> Stats:
     bots, machines = (int(count or 0) for count in results[traffic_at])
     return Stats(
         day=day,
-        online=int(results[online_at]),
+        online=total(results, online_at),
         active_day=figures["active_day"],
         active_week=figures["active_week"],
         active_month=figures["active_month"],
@@ -131,7 +130,7 @@ def rollup_day(day: date) -> DailyRollup | None:
         if not acquired:
             return None
         client = get_client()
-        pipe = Pipeline(client)
+        pipe = client.pipeline(transaction=False)
         new_at = visitors_store.queue_harvest(pipe, day, now)
         active_at = actives_store.queue_active(pipe, "day", day, conf.settings.ACTIVE_BITMAP_MAX_ID)
         unique_at = visitors_store.queue_unique(pipe, "day", day)

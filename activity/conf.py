@@ -26,6 +26,11 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_FLUSH_INTERVAL": 10,
     # Seconds a Redis call may take before it counts as Redis being down.
     "ACTIVITY_REDIS_TIMEOUT": 0.5,
+    # REDIS_URL names any node of a Redis Cluster (the store uses redis-py's RedisCluster).
+    "ACTIVITY_REDIS_CLUSTER": False,
+    # Last seen, its dirty set and its claimed set split into this many partitions (hash tags) by a
+    # hash of the user id; 1 keeps the unpartitioned key names (see the last-seen migrate command).
+    "ACTIVITY_LAST_SEEN_PARTITIONS": 1,
     # After a Redis failure the middleware skips tracking for this many seconds.
     "ACTIVITY_FAIL_OPEN_BACKOFF": 5,
     # Requests the middleware tracks.

@@ -76,8 +76,9 @@ def record_events(
     names: Mapping[str, str] | None = None,
     kind: str = traffic.PERSON,
 ) -> RecordResult:
-    """Record a validated batch in one round trip: one EVALSHA for all of its last-seen updates,
-    one for its page views (events with a path) and the visitor/active-user updates, one pipeline.
+    """Record a validated batch in one round trip: one EVALSHA for its last-seen updates (one per
+    last-seen partition it touches), one for its page views (events with a path) and the
+    visitor/active-user updates, one pipeline.
 
     ``visitors`` are anonymous visits, (visitor id as 32 hex digits, ts): they count as visitors
     (first visit, unique visitors) but are not users, so they never enter last seen or actives.
@@ -93,7 +94,7 @@ def record_events(
     The same round trip reads each user's group index; only when a last seen moved and one of
     its users belongs to a materialized group view does a second round trip update those views.
     """
-    pipe = Pipeline(get_client())
+    pipe = get_client().pipeline(transaction=False)
     finish = queue_record(pipe, events, visitors, names, kind)
     return finish(pipe.execute() if len(pipe) else [])
 
@@ -134,7 +135,7 @@ def queue_record(
             views.append(PageView(user=event.user, path=path, ts=ts, name=names.get(event.user)))
     if not latest and not visitors and people:
         return lambda replies: RecordResult(accepted=0, last_seen_updated=0)
-    moved_at = last_seen_store.queue_update(pipe, latest, now) if latest else None
+    moved_at = last_seen_store.queue_update(pipe, latest, now) if latest else []
     started_at = None
     if views:
         started_at = sessions_store.queue_record(
@@ -164,14 +165,15 @@ def queue_record(
             until = now + conf.settings.DAY_WRITES_CACHE
             for pair in (*actives, *anonymous):
                 _days_written.put(pair, True, until)
-        if moved_at is not None and results[moved_at]:
+        moved = total(results, moved_at)
+        if moved:
             found = zip(latest, results[groups_at], strict=True)
             groups.propagate(latest, {user: ids for user, ids in found if ids})
         accepted = len(events) + len(visitors)
         metrics.EVENTS_ACCEPTED.inc(accepted)
         return RecordResult(
             accepted=accepted,
-            last_seen_updated=0 if moved_at is None else results[moved_at],
+            last_seen_updated=moved,
             new_visitors=total(results, new_at),
             sessions_started=0 if started_at is None else results[started_at],
         )
@@ -233,14 +235,15 @@ def seed_last_seen(latest: Mapping[str, float]) -> int:
     """
     if not latest:
         return 0
-    pipe = Pipeline(get_client())
+    pipe = get_client().pipeline(transaction=False)
     moved_at = last_seen_store.queue_update(pipe, latest, clock.now())
     groups_at = group_store.queue_groups_of(pipe, latest)
     results = pipe.execute()
-    if results[moved_at]:
+    moved = total(results, moved_at)
+    if moved:
         found = zip(latest, results[groups_at], strict=True)
         groups.propagate(latest, {user: ids for user, ids in found if ids})
-    return results[moved_at]
+    return moved
 
 
 def session_page(user: str, page: int = 1, page_size: int = 20) -> SessionPage | None:
@@ -305,11 +308,14 @@ def online_page(
 
 
 def health() -> dict[str, str]:
-    """``ok`` or the error for each part the service needs (Redis, the database)."""
+    """``ok`` or the error for each part the service needs (Redis, the database); on a Redis
+    Cluster also ``redis_cluster``, the cluster's state."""
     parts: dict[str, str] = {}
     try:
-        health_store.probe(get_client(), clock.now())
+        state = health_store.probe(get_client(), clock.now())
         parts["redis"] = "ok"
+        if state is not None:
+            parts["redis_cluster"] = state
     except StoreUnavailable as error:
         parts["redis"] = f"unavailable: {error}"
     try:

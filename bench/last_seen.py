@@ -40,9 +40,8 @@ def _latest(pairs) -> dict[str, float]:
 def _last_seen_write(client, latest: dict[str, float]) -> None:
     """Exactly the service's last-seen step: the store queues the script in a pipeline, one send."""
     from activity.store import last_seen as last_seen_store
-    from activity.store.scripts import Pipeline
 
-    pipe = Pipeline(client)
+    pipe = client.pipeline(transaction=False)
     last_seen_store.queue_update(pipe, latest, time.time())
     pipe.execute()
 

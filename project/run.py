@@ -3,7 +3,9 @@
 The web server is gunicorn (``project/gunicorn.conf.py``) behind a ``collectstatic``, so whitenoise
 serves the static files with DEBUG off. ``--dev`` (``make dev``) runs Django's development server
 instead, with autoreload and DEBUG on unless the environment says otherwise.
-When nothing answers at ``REDIS_URL`` a private redis-server is started for the session.
+When nothing answers at ``REDIS_URL`` a private redis-server is started for the session. With
+``ACTIVITY_REDIS_CLUSTER=1`` and no ``CELERY_BROKER_URL`` (Celery cannot use a Redis Cluster), a
+private standalone redis-server is started for Celery's broker and results.
 
 Each process runs in its own process group, so that what it leaves behind (the autoreloader's server,
 a straggling child) is found and stopped too: nothing outlives the session. Ctrl-C, SIGTERM and
@@ -66,7 +68,13 @@ def main() -> int:
         env.setdefault("DEBUG", "1")
     url = env.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     private = None
-    if not answers(url):
+    cluster = env.get("ACTIVITY_REDIS_CLUSTER", "").strip().lower() in {"1", "true", "yes", "on"}
+    if cluster and not env.get("CELERY_BROKER_URL"):
+        private = PrivateRedis().start()
+        env["CELERY_BROKER_URL"] = private.url
+        env.setdefault("CELERY_RESULT_BACKEND", private.url)
+        print(f"Redis Cluster at {url}: started a private redis-server for Celery's broker at {private.url}")
+    elif not answers(url):
         private = PrivateRedis().start()
         env["REDIS_URL"] = private.url
         print(f"Nothing answers at {url}: started a private redis-server ({private.binary}) at {private.url}")

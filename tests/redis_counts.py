@@ -5,11 +5,19 @@ from __future__ import annotations
 from collections import Counter
 
 import redis
+from redis.cluster import RedisCluster
 
 
-def command_calls(client: redis.Redis) -> Counter:
-    stats = client.info("commandstats")
-    return Counter({name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()})
+def command_calls(client: redis.Redis | RedisCluster) -> Counter:
+    """Calls per command since the server started; on a cluster, summed over every primary."""
+    if isinstance(client, RedisCluster):
+        per_node = client.info("commandstats", target_nodes=RedisCluster.PRIMARIES).values()
+    else:
+        per_node = [client.info("commandstats")]
+    calls: Counter = Counter()
+    for stats in per_node:
+        calls.update({name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()})
+    return calls
 
 
 class CommandDelta:

@@ -9,16 +9,20 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import socket
 import time
 from contextlib import ExitStack
 
 import pytest
+import redis
+from django.conf import settings
 
 from activity import services
 from activity.events import Event
 from activity.models import UserActivity
 from activity.store import keys
 from activity.tasks import maintenance
+from project.celery import app
 from tests.celery_procs import BATCH, LOCK_TTL, Proc, beat, wait_for, worker
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
@@ -113,11 +117,13 @@ def test_sigkill_at_three_points_loses_nothing(redis_client, tmp_path):
     assert_history(redis_client, snapshots, users)
 
 
-def task_results(redis_client) -> list[dict]:
-    """Every finished job run this test's workers stored in the result backend."""
+def task_results() -> list[dict]:
+    """Every finished job run this test's workers stored in the result backend (the activity Redis,
+    or on a cluster run the standalone server beside it)."""
     results = []
-    for key in redis_client.scan_iter(match="celery-task-meta-*", count=500):
-        meta = json.loads(redis_client.get(key))
+    backend = redis.Redis.from_url(settings.CELERY_RESULT_BACKEND, decode_responses=True)
+    for key in backend.scan_iter(match="celery-task-meta-*", count=500):
+        meta = json.loads(backend.get(key))
         if isinstance(meta.get("result"), dict) and "job" in meta["result"]:
             results.append(meta["result"])
     return results
@@ -146,7 +152,7 @@ def test_two_workers_and_two_beats_never_overlap_and_never_go_back(redis_client,
         snapshots.append(db_snapshot())
     assert_history(redis_client, snapshots, users)
 
-    runs = [r for r in task_results(redis_client) if r["worker"].split("@")[0] in {"w1", "w2"}]
+    runs = [r for r in task_results() if r["worker"].split("@")[0] in {"w1", "w2"}]
     for job in ("flush", "prune", "sweep"):
         ran = sorted((r for r in runs if r["job"] == job and r["ran"]), key=lambda r: r["started"])
         assert len(ran) >= 3, f"{job} ran only {len(ran)} times"
@@ -156,3 +162,32 @@ def test_two_workers_and_two_beats_never_overlap_and_never_go_back(redis_client,
     busy_workers = {r["worker"].split("@")[0] for r in runs}
     assert busy_workers == {"w1", "w2"}, busy_workers
     assert any(not r["ran"] for r in runs), "no run ever found its job busy: the test had no contention"
+
+
+def rabbitmq_answers() -> bool:
+    try:
+        with socket.create_connection(RABBITMQ, timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+RABBITMQ = ("127.0.0.1", 5672)
+AMQP_URL = "amqp://guest@127.0.0.1:5672//"
+
+
+@pytest.mark.skipif(not rabbitmq_answers(), reason="nothing answers on 127.0.0.1:5672 (RabbitMQ)")
+def test_a_worker_on_rabbitmq_flushes_the_same(redis_client, tmp_path):
+    """The broker is Celery's business: the same flush task, sent through RabbitMQ (amqp://), moves
+    the same changes from Redis (standalone or cluster) to the database."""
+    users, rng, base = 3_000, random.Random(11), time.time() - 7200
+    record(users, users, rng, base, everyone=True)
+    queue = settings.CELERY_TASK_DEFAULT_QUEUE
+    with worker("rabbit", tmp_path, CELERY_BROKER_URL=AMQP_URL) as proc, app.connection_for_write(AMQP_URL) as amqp:
+        wait_for(lambda: " ready." in proc.log.read_text(), 60, "the worker to consume from RabbitMQ")
+        try:
+            maintenance.flush.apply_async(connection=amqp, ignore_result=True)
+            wait_for(lambda: UserActivity.objects.count() == users, 60, "the flush through RabbitMQ")
+        finally:
+            amqp.default_channel.queue_delete(queue)  # the run's queue: nothing left on the broker
+    assert_db_equals_redis(redis_client, users)

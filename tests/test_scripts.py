@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import redis
-
 from activity.store import keys
 from activity.store import last_seen as store
-from activity.store.scripts import Pipeline
+from activity.store.client import StandaloneClient
 from project.redis_server import PrivateRedis
 from tests.redis_counts import CommandDelta
 
 
 def _queue_and_run(client, transaction: bool, scores) -> list:
-    pipe = Pipeline(client, transaction=transaction)
-    at = store.queue_update(pipe, scores, now=1.0)
+    pipe = client.pipeline(transaction=transaction)
+    moved_at = store.queue_update(pipe, scores, now=1.0)
     pipe.zcard(keys.last_seen())
     results = pipe.execute()
-    return [results[at], results[-1]]
+    return [sum(results[at] for at in moved_at), results[-1]]
 
 
 def test_plain_call_after_script_flush(redis_client):
@@ -46,7 +44,7 @@ def test_pipeline_costs_no_script_exists_round_trip(redis_client):
 
 def test_scripts_survive_a_server_restart():
     with PrivateRedis() as server:
-        client = redis.Redis.from_url(server.url, decode_responses=True)
+        client = StandaloneClient.from_url(server.url, decode_responses=True)
         assert store.update(client, {"a": 1.0}, now=1.0) == 1
         server.restart()  # nothing persisted: data and script cache are gone
         # The re-run script lands after the pipeline's other commands (here ZCARD saw 0).

@@ -17,7 +17,6 @@ from django.urls import path
 from activity import calendar, clock, conf, services
 from activity.events import Event
 from activity.store import keys
-from activity.store.scripts import Pipeline
 from activity.store.sessions import SESSION_RECORD, paths_slack
 from activity.tasks.ingest import record_events as record_events_task
 from tests.redis_counts import CommandDelta
@@ -186,7 +185,7 @@ def test_distinct_paths_per_day_stay_capped_and_the_most_viewed_survive(redis_cl
 
 
 def test_the_script_checks_its_argument_counts(redis_client):
-    pipe = Pipeline(redis_client)
+    pipe = redis_client.pipeline(transaction=False)
     pipe.script(SESSION_RECORD, [keys.session("x")], [60000, 50, 10, 10, 100, 10, 1, 50, 5, 1.0, "x", "{}", "/", ""])
     with pytest.raises(redis.ResponseError, match="13 keys per view"):
         pipe.execute()

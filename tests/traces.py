@@ -7,13 +7,17 @@ from __future__ import annotations
 import redis
 from django.conf import settings
 from django.db import connection
+from redis.cluster import RedisCluster
 
 from activity import conf
 from activity.store import actives, keys, visitors
+from activity.store.client import scan_steps
 
 
-def _raw_client() -> redis.Redis:
+def _raw_client() -> redis.Redis | RedisCluster:
     """Bytes in and out: visitor ids are 16 raw bytes, HyperLogLogs binary strings."""
+    if conf.settings.REDIS_CLUSTER:
+        return RedisCluster.from_url(settings.REDIS_URL)
     return redis.Redis.from_url(settings.REDIS_URL)
 
 
@@ -32,7 +36,7 @@ def redis_traces(user: str) -> list[str]:
     prefix = conf.settings.KEY_PREFIX.encode()
     found: list[str] = []
     try:
-        for key in client.scan_iter(match=prefix + b"*", count=1000):
+        for key in (key for step in scan_steps(client, prefix + b"*", 1000) for key in step):
             name = key.decode()
             declared = keys.family_of(name)
             if declared is not None and declared[1].get("user") == user:

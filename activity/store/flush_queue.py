@@ -7,9 +7,14 @@ change) in the same step as the change; a flush ``claim``s a batch, moving it at
 ``dirty`` or ``claimed`` from its change until a committed flush acknowledged it, so a worker
 killed anywhere loses nothing: ``reap`` hands claims older than any live flush back to ``dirty``.
 
-An erased user (tombstoned in ``{ls}``, see ``activity.store.erase``) is never claimed, and one
-claimed before the erase is not acknowledged: both are reported, so the flush deletes the row it
-may have written, and a flush killed before doing so leaves the claim to the reaper.
+An erased user (tombstoned in its partition's slot, see ``activity.store.privacy``) is never
+claimed, and one claimed before the erase is not acknowledged: both are reported, so the flush
+deletes the row it may have written, and a flush killed before doing so leaves the claim to the
+reaper.
+
+With several last-seen partitions each has its own ``dirty``, ``claimed`` and tombstones beside its
+last seen (one hash tag, one slot): a claim takes a share of the batch from every partition in one
+round trip, and an acknowledgement goes to each member's partition.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from activity.store import keys
 from activity.store.client import Client
+from activity.store.last_seen import by_partition, partitions
 from activity.store.scripts import LuaScript
 
 CLAIM = LuaScript("flush_claim")
@@ -35,7 +40,7 @@ class Backlog:
 
 class Claim(NamedTuple):
     claim_time: str  # as sent to the script; ``ack`` needs the same string
-    rows: list[tuple[str, float]]  # (user id, last seen), oldest change first
+    rows: list[tuple[str, float]]  # (user id, last seen), oldest change first within each partition
     erased: list[str]  # popped but tombstoned: not claimed; their database rows must go
 
 
@@ -45,17 +50,23 @@ class Ack(NamedTuple):
 
 
 class FlushQueue:
-    """The ``dirty`` and ``claimed`` sorted sets beside last seen (one hash tag, one slot)."""
+    """The ``dirty`` and ``claimed`` sorted sets beside each last-seen partition."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
 
     def claim(self, now: float, limit: int) -> Claim:
-        """Claim up to ``limit`` changed members, oldest change first, with their last seen."""
+        """Claim changed members with their last seen, oldest change first: up to ``limit`` divided
+        by the partitions (rounded up) from each, so an empty claim means nothing waits anywhere."""
         claim_time = repr(float(now))
-        script_keys = [keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed(), keys.tombstones("ls")]
-        flat, erased = CLAIM(self.client, script_keys, [claim_time, limit])
-        return Claim(claim_time, [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)], erased)
+        parts = partitions()
+        share = -(-limit // len(parts))
+        pipe = self.client.pipeline(transaction=False)
+        for part in parts:
+            pipe.script(CLAIM, [part.seen, part.dirty, part.claimed, part.tombstones], [claim_time, share])
+        replies = pipe.execute()
+        rows = [(flat[i], float(flat[i + 1])) for flat, _ in replies for i in range(0, len(flat), 2)]
+        return Claim(claim_time, rows, [member for _, erased in replies for member in erased])
 
     def ack(self, claim_time: str, members: list[str], now: float) -> Ack:
         """Remove members whose database write committed, if they still carry ``claim_time`` (a
@@ -63,35 +74,46 @@ class FlushQueue:
         erased since are kept and reported."""
         if not members:
             return Ack(0, [])
-        removed, erased = ACK(
-            self.client, [keys.last_seen_claimed(), keys.tombstones("ls")], [claim_time, repr(float(now)), *members]
-        )
-        return Ack(removed, erased)
+        parts = partitions()
+        pipe = self.client.pipeline(transaction=False)
+        for i, users in by_partition(members, len(parts)).items():
+            pipe.script(ACK, [parts[i].claimed, parts[i].tombstones], [claim_time, repr(float(now)), *users])
+        replies = pipe.execute()
+        return Ack(sum(removed for removed, _ in replies), [member for _, erased in replies for member in erased])
 
     def forget(self, members: list[str]) -> None:
         """Drop the claims of erased members once their database rows are gone (never claimed
         again while tombstoned, so no other run's claim can be among them)."""
-        if members:
-            self.client.zrem(keys.last_seen_claimed(), *members)
+        if not members:
+            return
+        parts = partitions()
+        pipe = self.client.pipeline(transaction=False)
+        for i, users in by_partition(members, len(parts)).items():
+            pipe.zrem(parts[i].claimed, *users)
+        pipe.execute()
 
     def reap(self, older_than: float, step: int) -> int:
         """Hand claims made at or before ``older_than`` back to ``dirty``, ``step`` per call."""
         total = 0
-        while True:
-            moved = REAP(
-                self.client, [keys.last_seen_claimed(), keys.last_seen_dirty()], [repr(float(older_than)), step]
-            )
-            total += moved
-            if moved < step:
-                return total
+        for part in partitions():
+            while True:
+                moved = REAP(self.client, [part.claimed, part.dirty], [repr(float(older_than)), step])
+                total += moved
+                if moved < step:
+                    break
+        return total
 
     def backlog(self) -> Backlog:
         """Sizes of ``dirty`` and ``claimed`` and the oldest score in either; one round trip."""
+        parts = partitions()
         pipe = self.client.pipeline(transaction=False)
-        pipe.zcard(keys.last_seen_dirty())
-        pipe.zcard(keys.last_seen_claimed())
-        pipe.zrange(keys.last_seen_dirty(), 0, 0, withscores=True)
-        pipe.zrange(keys.last_seen_claimed(), 0, 0, withscores=True)
-        dirty, claimed, oldest_dirty, oldest_claimed = pipe.execute()
-        scores = [rows[0][1] for rows in (oldest_dirty, oldest_claimed) if rows]
+        for part in parts:
+            pipe.zcard(part.dirty)
+            pipe.zcard(part.claimed)
+            pipe.zrange(part.dirty, 0, 0, withscores=True)
+            pipe.zrange(part.claimed, 0, 0, withscores=True)
+        replies = pipe.execute()
+        dirty = sum(replies[0::4])
+        claimed = sum(replies[1::4])
+        scores = [rows[0][1] for rows in replies[2::4] + replies[3::4] if rows]
         return Backlog(dirty=dirty, claimed=claimed, oldest=min(scores) if scores else None)

@@ -71,7 +71,7 @@ def build(client: Client, group_id: int, scores: Mapping[str, float | None], see
     """
     temp = keys.group_view_build(group_id, secrets.token_hex(8))
     view_ttl_ms = int(ttl * 1000)
-    pipe = Pipeline(client, transaction=True)
+    pipe = client.pipeline(transaction=True)
     for batch in _chunks(scores.items(), ZADD_CHUNK):
         pipe.zadd(temp, {member: NEVER if score is None else score for member, score in batch})
         pipe.pexpire(temp, BUILD_TTL_MS)
@@ -103,7 +103,7 @@ def upsert(client: Client, updates: Updates, strategy: str, margin: float) -> in
 
 def upsert_lua(client: Client, updates: Updates) -> int:
     """One EVALSHA (EXISTS + ZADD XX GT, atomic) per KEYS_PER_ROUND views, all in one round trip."""
-    pipe = Pipeline(client)
+    pipe = client.pipeline(transaction=False)
     calls = []
     for batch in _chunks(updates.items(), KEYS_PER_ROUND):
         args: list[str | int] = []

@@ -151,6 +151,9 @@ def _page_stats(weekly: bool = False) -> Lifetime:
 
 
 # --- last seen: one sorted set plus the "changed since last flush" index, all tagged {ls} ------
+# With ACTIVITY_LAST_SEEN_PARTITIONS = N > 1 the three are split by a hash of the user id into N
+# partitions, each tagged {ls:<partition>} (so a Cluster spreads them over its shards while one
+# script still touches one slot); N = 1 keeps the unpartitioned names below, and their data.
 
 
 @family("{ls}:seen", "zset", LONG_LIVED)
@@ -178,6 +181,24 @@ def tombstones(tag: str) -> str:
     """Sorted set: member = an erased user id (in ``{vis:N}``: the user's 16-byte visitor id),
     score = when its tombstone expires; writes of the ``{tag}`` slot skip a member until then."""
     return f"{prefix()}{{{tag}}}:erased"
+
+
+@family("{ls:<partition>}:seen", "zset", LONG_LIVED)
+def last_seen_partition(partition: int) -> str:
+    """Sorted set: ``last_seen`` of the users whose id hashes to ``partition``. Long-lived."""
+    return f"{prefix()}{{ls:{partition}}}:seen"
+
+
+@family("{ls:<partition>}:dirty", "zset", LONG_LIVED)
+def last_seen_dirty_partition(partition: int) -> str:
+    """Sorted set: ``last_seen_dirty`` of the partition (same hash tag as its last seen)."""
+    return f"{prefix()}{{ls:{partition}}}:dirty"
+
+
+@family("{ls:<partition>}:claimed", "zset", LONG_LIVED)
+def last_seen_claimed_partition(partition: int) -> str:
+    """Sorted set: ``last_seen_claimed`` of the partition (same hash tag as its last seen)."""
+    return f"{prefix()}{{ls:{partition}}}:claimed"
 
 
 # A lock without a TTL would block its job forever; an announcement list without one is a leftover.

@@ -75,7 +75,7 @@ def wait(client: Client, name: str, seconds: float, ttl_ms: int) -> bool:
     below the socket timeout); True when an announcement came. The announcement is passed on for
     the next waiter and kept for ``ttl_ms``.
     """
-    socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout") or seconds
+    socket_timeout = client.get_connection_kwargs().get("socket_timeout") or seconds
     signal = keys.lock_signal(name)
     try:
         popped = client.blpop([signal], timeout=max(0.01, min(seconds, socket_timeout * BLOCK_SHARE_OF_TIMEOUT)))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from activity.store import keys
 from activity.store.client import Client
+from activity.store.last_seen import partition_of
 from activity.store.scripts import LuaScript, Pipeline
 
 ERASE = LuaScript("erase")
@@ -61,10 +62,11 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     pv += [(key, "del") for copy in where.report_copies for key in (keys.report_rows(copy), keys.report_meta(copy))]
     au = [] if where.bit is None else [(bitmap, "bit") for bitmap in where.bitmaps]
 
-    ls = [(keys.last_seen(), "zrem"), (keys.last_seen_dirty(), "zrem")]
-    pipe = Pipeline(client)
+    part = partition_of(user)
+    ls = [(part.seen, "zrem"), (part.dirty, "zrem")]
+    pipe = client.pipeline(transaction=False)
     calls = [
-        _queue_erase(pipe, keys.tombstones("ls"), user, ls, now, until),
+        _queue_erase(pipe, part.tombstones, user, ls, now, until),
         _queue_erase(pipe, keys.tombstones("pv"), user, pv, now, until),
         _queue_erase(pipe, keys.tombstones("au"), user, au, now, until),
         _queue_erase(pipe, where.visitor_tombstones, where.visitor, [(where.visitor_hash, "hdel")], now, until),
@@ -96,7 +98,8 @@ def footprint(client: Client, where: Where) -> Footprint:
     """One round trip (a pipeline) of reads bounded by the retained periods."""
     user = where.user
     pipe = client.pipeline(transaction=False)
-    for key in (keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed(), keys.tombstones("ls")):
+    part = partition_of(user)
+    for key in (part.seen, part.dirty, part.claimed, part.tombstones):
         pipe.zscore(key, user)
     pipe.lrange(keys.session(user), 0, -1)
     pipe.pttl(keys.session(user))

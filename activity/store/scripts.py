@@ -5,8 +5,10 @@ to the repository's ``lua/`` in a checkout, and the files themselves in an insta
 
 Plain calls go through redis-py's ``Script``, which reloads on NOSCRIPT. In pipelines, redis-py's
 ``Script`` sends SCRIPT EXISTS before every execute (an extra round trip), so the service's own
-pipeline (``client.Pipeline``, importable from here too) queues a bare EVALSHA and recovers from
-NOSCRIPT itself.
+pipelines (``client.pipeline()``; their type ``Pipeline`` is importable from here too) queue a bare
+EVALSHA and recover from NOSCRIPT themselves. On a cluster the same holds per node: the pipeline
+sends each EVALSHA to the node serving its keys' slot, and the reload (SCRIPT LOAD) goes to every
+primary.
 """
 
 from __future__ import annotations

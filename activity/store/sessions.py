@@ -14,6 +14,7 @@ from activity.store.client import Client
 from activity.store.scripts import LuaScript, Pipeline
 
 SESSION_RECORD = LuaScript("session_record")
+PAGE = LuaScript("session_page")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,16 +88,11 @@ def queue_record(
 
 
 def page(client: Client, user: str, number: int, size: int) -> SessionPage | None:
-    """Page ``number`` (1-based) of the session, most recent first: one MULTI of LLEN, PTTL and one
-    LRANGE of just that page, so the count, the TTL and the rows describe the same list."""
-    pipe = client.pipeline(transaction=True)
-    key = keys.session(user)
-    pipe.llen(key)
-    pipe.pttl(key)
+    """Page ``number`` (1-based) of the session, most recent first: one script reading LLEN, PTTL
+    and one LRANGE of just that page, so the count, the TTL and the rows describe the same list."""
     # Newest entries are on the right: page 1 is the last ``size`` entries, reversed. A start
     # before the head is clamped by Redis, so the last page holds just what remains.
-    pipe.lrange(key, -number * size, -(number - 1) * size - 1)
-    count, pttl, rows = pipe.execute()
+    count, pttl, rows = PAGE(client, [keys.session(user)], [-number * size, -(number - 1) * size - 1])
     if count == 0:
         return None
     views = [(item["path"], item["ts"]) for item in map(json.loads, reversed(rows))]

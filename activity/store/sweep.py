@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from activity.store import keys
-from activity.store.client import Client
-from activity.store.scripts import LuaScript, Pipeline
+from activity.store.client import Client, scan_steps
+from activity.store.scripts import LuaScript
 
 EXPIRE_IF_PERSISTENT = LuaScript("expire_if_persistent")
 
@@ -29,21 +29,20 @@ def sweep(client: Client, count: int, default_ttl: int, now: float, dry_run: boo
     """SCAN the prefix ``count`` keys per step; each step repairs the keys it found without a TTL.
 
     Two round trips per step: the SCAN, then one pipeline of ``expire_if_persistent`` calls (the
-    script checks the TTL itself, atomically, one key per call so Cluster slots do not matter).
+    script checks the TTL itself, atomically, one key per call so Cluster slots do not matter). On
+    a cluster the steps walk every primary in turn.
     Per-day keys get the TTL left to their day at ``now``; keys of no family ``default_ttl``.
     Keys outside the prefix are never touched, even if the MATCH pattern let one through.
     ``dry_run`` reads each candidate's PTTL instead, and reports what the repair would do.
     """
     prefix = keys.prefix()
-    cursor = 0
-    while True:
-        cursor, found = client.scan(cursor, match=keys.sweep_pattern(), count=count)
+    for found in scan_steps(client, keys.sweep_pattern(), count):
         own = [key for key in found if key.startswith(prefix)]
         ttls = {key: keys.stray_ttl(key, now, default_ttl) for key in own}
         fixes = {key: ttl * 1000 for key, ttl in ttls.items() if ttl is not None}
         fixed: list[str] = []
         if fixes:
-            pipe = Pipeline(client)
+            pipe = client.pipeline(transaction=False)
             for key, ttl_ms in fixes.items():
                 if dry_run:
                     pipe.pttl(key)
@@ -57,10 +56,9 @@ def sweep(client: Client, count: int, default_ttl: int, now: float, dry_run: boo
             repaired=[key for key in fixed if fixes[key] > 0],
             deleted=[key for key in fixed if fixes[key] == 0],
         )
-        if cursor == 0:
-            return
 
 
 def keyspace_size(client: Client) -> int:
-    """Keys in the database (every prefix): what a full SCAN walks through."""
+    """Keys in the database (every prefix; on a cluster redis-py sums every primary's): what a full
+    SCAN walks."""
     return client.dbsize()

@@ -84,9 +84,7 @@ def queue_visits(
 def queue_unique(pipe: Pipeline, period: str, day: date) -> list[int]:
     """Queue the PFCOUNT of the anonymous unique visitors of the ``day``, ``week`` or ``month``
     holding ``day`` (add the period's active users for every visitor)."""
-    first = len(pipe)
-    pipe.pfcount(UNIQUE[PERIODS.index(period)](name_of(period, day)))
-    return [first]
+    return [pipe.pfcount(UNIQUE[PERIODS.index(period)](name_of(period, day)))]
 
 
 def queue_new_visitors(pipe: Pipeline, day: date) -> list[int]:

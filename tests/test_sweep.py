@@ -68,7 +68,7 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "transitions_total": (("20261123+7", "/pricing"), GONE),
     "recommendations": (("42",), GONE),
     "user_views": (("d:20261123", "42"), 15 * DAY),
-    "view_ranking": (("w:2026W48",), 15 * DAY),
+    "top_viewers": (("w:2026W48",), 15 * DAY),
     "viewers_by_name": (("d:20261123",), 15 * DAY),
     "report_candidates": (("most-active:day:20261123",), GONE),
     "report_rows": (("most-active:day:20261123",), GONE),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 DEFAULTS: dict[str, Any] = {
@@ -83,6 +84,8 @@ DEFAULTS: dict[str, Any] = {
     # for another client's rebuild, and the beat refresh of reports read in the last READ_WINDOW.
     "ACTIVITY_REPORT_STALE": 30,
     "ACTIVITY_REPORT_TOP": 100,
+    # Users kept per day and week as the ranked reports' candidates (at least REPORT_TOP).
+    "ACTIVITY_REPORT_CANDIDATES": 1000,
     "ACTIVITY_REPORT_WAIT": 5.0,
     "ACTIVITY_REPORT_REFRESH_INTERVAL": 15,
     "ACTIVITY_REPORT_READ_WINDOW": 600,
@@ -119,6 +122,9 @@ _TUPLES = {
 _PATTERNS = {"ACTIVITY_BOT_PATTERNS"}
 
 
+# (larger, smaller): settings that may not be below another one, checked whenever either is read.
+_AT_LEAST = (("ACTIVITY_REPORT_CANDIDATES", "ACTIVITY_REPORT_TOP"),)
+
 _cache: dict[str, Any] = {}
 
 
@@ -132,6 +138,18 @@ def get(name: str) -> Any:
 
 
 def _read(name: str) -> Any:
+    """The setting coerced; ImproperlyConfigured when it breaks an ``_AT_LEAST`` pair (a wrong value
+    fails where it is first used, not later as a wrong result)."""
+    value = _coerce(name)
+    for larger, smaller in _AT_LEAST:
+        if name in (larger, smaller):
+            big, small = (value, _coerce(smaller)) if name == larger else (_coerce(larger), value)
+            if big < small:
+                raise ImproperlyConfigured(f"{larger} ({big}) must be at least {smaller} ({small})")
+    return value
+
+
+def _coerce(name: str) -> Any:
     default = DEFAULTS[name]
     value = getattr(django_settings, name, default)
     if isinstance(default, bool) and isinstance(value, str):

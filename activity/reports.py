@@ -1,7 +1,7 @@
 """Sorted reports: which reports exist, and when and by whom a copy is (re)built.
 
 A ranked report (``most-active``) is a cached copy built by one ``SORT ... STORE`` over the top K
-of the period's ranking (``activity.store.reports``), never over every viewer. The copy lives
+of the period's top viewers (``activity.store.reports``), never over every viewer. The copy lives
 ``ttl + stale`` seconds: fresh for ``ttl``, then kept ``stale`` seconds more so readers have
 something to serve while one client rebuilds. Only the holder of the report's lock runs SORT;
 other readers serve the stale copy or, when there is none, wait for the holder's release

@@ -16,9 +16,10 @@ so both meet the same noise of a shared machine, and what SLOWLOG gives that con
 beyond its work is the machine's. Each load gets the probe's latency percentiles in its windows,
 its slowest commands (SLOWLOG) and its costliest command on average (INFO commandstats).
 
-Then the page-view script of issue 16 against the one before it (viewer sets where the rankings are
-now, no by-name index), Redis-side time per view on alternating calls, and MEMORY USAGE per viewer
-of the rankings, the by-name index and the old viewer set.
+Then the page-view script of the working tree (top viewers and by-name indexes; transitions off, then
+on) against the one before issue 16 (viewer sets, no by-name index, no transitions), Redis-side time
+per view on rotating calls for returning viewers, first views and views within a live session, and
+MEMORY USAGE per viewer of the top viewers, the by-name index and the old viewer set.
 
     python -m bench.reports_scale [--viewers 1000000] [--seconds 20] [--workers 2]
 
@@ -52,9 +53,18 @@ import redis
 from bench import harness
 
 ROOT = Path(__file__).resolve().parents[1]
-# The page-view script of issue 16 (rankings and by-name indexes) and the one before it (viewer
-# sets), read from git so the comparison stays the same while the script moves on.
-SCRIPTS = {"new": "a53d849:lua/session_record.lua", "old": "a52ef89:lua/session_record.lua"}
+# The page-view script before issue 16 (viewer sets), read from git so the comparison stays the same
+# while the script moves on, against the working tree's (top viewers and by-name indexes): with
+# transitions off (the primary figure: the old script counted none) and on.
+OLD_SCRIPT = "a52ef89:lua/session_record.lua"
+NEW_SCRIPT = ROOT / "lua" / "session_record.lua"
+VARIANTS = ("old", "new", "new+transitions")
+# Who views in the page-view comparison: "returning", viewers of the period drawn from all N (their
+# sessions long over, so each view opens one); "first view", ids never seen (the first view of the
+# day and week); "in session", a pool of IN_SESSION_POOL viewers, so after the first calls each
+# view continues a live session (and counts a transition when they are on).
+SCENARIOS = ("returning", "first view", "in session")
+IN_SESSION_POOL = 10_000
 SEED_BATCH = 1000  # events per record_events call (ACTIVITY_MAX_BATCH)
 UNION_DAYS = 30
 PAGE_SIZE = 50
@@ -70,7 +80,7 @@ PROBE_ROWS = (
     ("max", "probe_max_ms", 20),
 )
 SCRIPT_DRIVER = {"evalsha", "mget", "info", "config|resetstat"}  # not the scripts' own commands
-PAGE_VIEW_CALLS = {1: 5000, 100: 300}  # views per EVALSHA -> calls of each script (page-view comparison)
+PAGE_VIEW_CALLS = {1: 5000, 100: 300}  # views per EVALSHA -> calls of each variant (page-view comparison)
 WINDOW_S = 1.0  # loads measured together take turns this long
 FIXED_WORK_US = 500
 # The control's command: a Lua loop whose work never varies (calibrated to about FIXED_WORK_US), so
@@ -135,7 +145,11 @@ def run(args: argparse.Namespace, url: str, started: float, redis_nice: int) -> 
     }
     phases = phase(url, args, loads)
     phases |= phase(url, args, {"full_sort": full_sort_worker})
-    costs = {batch: page_view_cost(raw, args.viewers, batch, calls) for batch, calls in PAGE_VIEW_CALLS.items()}
+    costs = [
+        page_view_cost(raw, args.viewers, scenario, batch, calls)
+        for scenario in SCENARIOS
+        for batch, calls in PAGE_VIEW_CALLS.items()
+    ]
     sizes = {
         "viewers": args.viewers,
         "page_views": page_views,
@@ -164,7 +178,7 @@ def _username(rng: random.Random) -> str:
 
 def seed(viewers: int, now: float) -> int:
     """N viewers through ``services.record_events`` (the middleware's path: usernames known), so the
-    rankings, by-name indexes, uv counters, names and the day's, week's and month's active-user
+    top viewers, by-name indexes, uv counters, names and the day's, week's and month's active-user
     bitmaps all exist as traffic writes them. Returns the page views recorded."""
     from activity import services
     from activity.events import Event
@@ -206,10 +220,10 @@ def seed_old_shapes(raw: redis.Redis, viewers: int, now: float) -> None:
 
 
 def old_viewers(period_key: str) -> str:
-    """The old script's viewer set of a period (``{pv}:viewers:<period>``), named as the ranking is."""
+    """The old script's viewer set of a period (``{pv}:viewers:<period>``), named as the top viewers are."""
     from activity.store import keys
 
-    return keys.view_ranking(period_key).replace(":rank:", ":viewers:", 1)
+    return keys.top_viewers(period_key).replace(":top:", ":viewers:", 1)
 
 
 def union_inputs(now: float) -> tuple[list[str], list[str]]:
@@ -312,7 +326,7 @@ def full_sort_worker(turn: Any, mine: int, go: Any, stop: Any, out: Any) -> None
 
     client = _client(django_settings.REDIS_URL)
     week = calendar.period_name("week", calendar.day_of(clock.now()))
-    viewers_key, names, views = keys.view_ranking(week), keys.display_name_pattern(), keys.user_views_pattern(week)
+    viewers_key, names, views = old_viewers(week), keys.display_name_pattern(), keys.user_views_pattern(week)
     ranked, by_name = keys.report_rows(f"old-most-active:{week}"), keys.report_rows(f"old-by-name:{week}")
     bitmaps, hlls = union_inputs(clock.now())
     bits_union, hll_union = f"{bitmaps[0]}:old-union", f"{hlls[0]}:old-union"
@@ -433,15 +447,12 @@ def _command_name(command: bytes) -> str:
     return f"{name} {rest[0]}" if rest else name
 
 
-# --- the page-view path: new script against the old one ------------------------------------------
+# --- the page-view path: the working tree's script against the one before issue 16 ---------------
 
 
-def _script_calls(users: list[str], names: list[str], rng: random.Random) -> tuple[list[str], list[str], list[Any]]:
-    """One view per user, as (keys of the new script, keys of the old one, arguments of both).
-
-    The new script takes 11 keys per view, the old one 9: the same first 7, then the day's and the
-    week's viewer sets where the rankings are now, and no by-name indexes (both scripts' headers).
-    """
+def _old_call(users: list[str], names: list[str], paths: list[str]) -> tuple[list[str], list[Any]]:
+    """(KEYS, ARGV) of the script before issue 16 (OLD_SCRIPT's header): 9 keys a view, the same
+    first 7 as today's, then the day's and the week's viewer sets; 6 arguments, then 4 a view."""
     from activity import calendar, clock, conf
     from activity.store import keys
     from activity.store.sessions import paths_slack
@@ -453,11 +464,9 @@ def _script_calls(users: list[str], names: list[str], rng: random.Random) -> tup
     args: list[Any] = [settings.SESSION_WINDOW * 1000, settings.SESSION_MAX_PAGES]
     args += [keys.page_stats_ttl(settings.PAGE_STATS_DAYS), keys.page_stats_ttl(settings.PAGE_STATS_DAYS, weekly=True)]
     args += [settings.PAGE_STATS_MAX_PATHS, paths_slack(settings.PAGE_STATS_MAX_PATHS)]
-    new_keys: list[str] = []
-    old_keys: list[str] = []
-    for user, name in zip(users, names, strict=True):
-        path = f"/page/{rng.randrange(2000)}"
-        shared = [
+    script_keys: list[str] = []
+    for user, name, path in zip(users, names, paths, strict=True):
+        script_keys += [
             keys.session(user),
             keys.user_views(day, user),
             keys.user_views(week, user),
@@ -465,46 +474,77 @@ def _script_calls(users: list[str], names: list[str], rng: random.Random) -> tup
             keys.sessions_started(today),
             keys.page_views(today),
             keys.path_views(today),
+            old_viewers(day),
+            old_viewers(week),
         ]
-        new_keys += [*shared, keys.view_ranking(day), keys.view_ranking(week)]
-        new_keys += [keys.viewers_by_name(day), keys.viewers_by_name(week)]
-        old_keys += [*shared, old_viewers(day), old_viewers(week)]
         args += [user, json.dumps({"path": path, "ts": now}, separators=(",", ":")), path, name]
-    return new_keys, old_keys, args
+    return script_keys, args
+
+
+def _new_call(users: list[str], names: list[str], paths: list[str], transitions: bool) -> tuple[list[str], list[Any]]:
+    """(KEYS, ARGV) of the working tree's script, as the service builds them (``record_call``)."""
+    from django.test import override_settings
+
+    from activity import clock, conf
+    from activity.store.sessions import PageView, record_call
+
+    settings = conf.settings
+    views = [PageView(user, path, clock.now(), name) for user, name, path in zip(users, names, paths, strict=True)]
+    with override_settings(ACTIVITY_TRANSITIONS=transitions):
+        return record_call(
+            views, settings.SESSION_WINDOW, settings.SESSION_MAX_PAGES, settings.PAGE_STATS_DAYS, time.time()
+        )
 
 
 def _evalsha_us(raw: redis.Redis) -> int:
     return raw.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0)
 
 
-def page_view_cost(raw: redis.Redis, viewers: int, batch: int, calls: int) -> dict[str, Any]:
-    """Redis-side microseconds per view of issue 16's page-view script and the one before it, on
-    batches of ``batch`` returning viewers (usernames as seeded, so nobody is renamed): ``calls``
-    pairs, each one call of each script on batches of their own, the order alternating, each call
-    timed by the INFO commandstats that follows it, so both meet the same background load."""
+def _picker(scenario: str, viewers: int, batch_views: int, rng: random.Random) -> Callable[[int], list[str]]:
+    """Who views, per call, in each scenario (SCENARIOS)."""
+    if scenario == "returning":
+        return lambda batch: [str(rng.randint(1, viewers)) for _ in range(batch)]
+    if scenario == "in session":
+        pool = [str(user) for user in rng.sample(range(1, viewers + 1), IN_SESSION_POOL)]
+        return lambda batch: rng.sample(pool, batch)
+    fresh = itertools.count((batch_views + 1) * viewers + 1)  # ids no other scenario or batch size uses
+    return lambda batch: [str(next(fresh)) for _ in range(batch)]
+
+
+def page_view_cost(raw: redis.Redis, viewers: int, scenario: str, batch: int, calls: int) -> dict[str, Any]:
+    """Redis-side microseconds per view of each VARIANTS script in one SCENARIOS case, on batches
+    of ``batch`` views: ``calls`` rounds, each one call of each variant on batches of their own, the
+    order rotating, each call timed by the INFO commandstats that follows it, so all meet the same
+    background load."""
     from activity.store import keys
 
-    shas = {variant: raw.script_load(_git_show(source)) for variant, source in SCRIPTS.items()}
-    rng = random.Random(batch)
+    shas = {"old": raw.script_load(_git_show(OLD_SCRIPT)), "new": raw.script_load(NEW_SCRIPT.read_bytes())}
+    rng = random.Random(f"{scenario}:{batch}")
+    pick = _picker(scenario, viewers, batch, rng)
 
     def timed_us(variant: str) -> int:
-        users = [str(rng.randint(1, viewers)) for _ in range(batch)]
-        names = raw.mget([keys.display_name(user) for user in users])
-        new_keys, old_keys, args = _script_calls(users, names, rng)
-        script_keys = new_keys if variant == "new" else old_keys
+        users = pick(batch)
+        known = raw.mget([keys.display_name(user) for user in users])
+        names = [name or _username(rng) for name in known]
+        paths = [f"/page/{rng.randrange(2000)}" for _ in users]
+        if variant == "old":
+            script_keys, args = _old_call(users, names, paths)
+        else:
+            script_keys, args = _new_call(users, names, paths, transitions=variant == "new+transitions")
         before = _evalsha_us(raw)
-        raw.evalsha(shas[variant], len(script_keys), *script_keys, *args)
+        raw.evalsha(shas[variant.partition("+")[0]], len(script_keys), *script_keys, *args)
         return _evalsha_us(raw) - before
 
-    spent: dict[str, list[int]] = {"old": [], "new": []}
+    spent: dict[str, list[int]] = {variant: [] for variant in VARIANTS}
     for index in range(calls + calls // 10):  # the first tenth warms up and is not kept
-        for variant in ("old", "new") if index % 2 else ("new", "old"):
+        shift = index % len(VARIANTS)
+        for variant in VARIANTS[shift:] + VARIANTS[:shift]:
             spent[variant].append(timed_us(variant))
-    old, new = (spent[variant][calls // 10 :] for variant in ("old", "new"))
+    kept = {variant: times[calls // 10 :] for variant, times in spent.items()}
     # Where the time goes: each script alone for a tenth as many calls, the Redis commands it ran
     # (INFO commandstats counts those a script calls), in microseconds per view.
     inner = {}
-    for variant in ("old", "new"):
+    for variant in VARIANTS:
         raw.config_resetstat()
         for _ in range(calls // 10):
             timed_us(variant)
@@ -513,15 +553,15 @@ def page_view_cost(raw: redis.Redis, viewers: int, batch: int, calls: int) -> di
         inner[variant] = {
             name: round(stat["usec"] / views, 2) for name, stat in stats.items() if name not in SCRIPT_DRIVER
         }
-    return {
-        "views_per_call": batch,
-        "calls_each": calls,
-        "old_us_per_view": round(statistics.median(old) / batch, 2),
-        "new_us_per_view": round(statistics.median(new) / batch, 2),
-        "new_over_old": round(statistics.median(n / o for n, o in zip(new, old, strict=True) if o), 3),
-        "new_over_old_of_totals": round(sum(new) / sum(old), 3),
-        "inner_us_per_view": inner,
-    }
+    result: dict[str, Any] = {"scenario": scenario, "views_per_call": batch, "calls_each": calls}
+    for variant in VARIANTS:
+        result[f"{variant}_us_per_view"] = round(statistics.median(kept[variant]) / batch, 2)
+    for variant in VARIANTS[1:]:
+        pairs = zip(kept[variant], kept["old"], strict=True)
+        result[f"{variant}_over_old"] = round(statistics.median(n / o for n, o in pairs if o), 3)
+        result[f"{variant}_over_old_of_totals"] = round(sum(kept[variant]) / sum(kept["old"]), 3)
+    result["inner_us_per_view"] = inner
+    return result
 
 
 def _git_show(source: str) -> bytes:
@@ -532,8 +572,8 @@ def _git_show(source: str) -> bytes:
 
 
 def memory_per_viewer(raw: redis.Redis, viewers: int, now: float) -> dict[str, float]:
-    """MEMORY USAGE (every element counted) of the week's ranking, by-name index and the old viewer
-    set, per viewer."""
+    """MEMORY USAGE (every element counted) of the week's top viewers (in all: their number is
+    capped), by-name index and the old viewer set, per viewer."""
     from activity import calendar
     from activity.store import keys
 
@@ -542,11 +582,14 @@ def memory_per_viewer(raw: redis.Redis, viewers: int, now: float) -> dict[str, f
     def per_viewer(key: str) -> float:
         return round(raw.memory_usage(key, samples=0) / viewers, 1)
 
-    ranking, index = per_viewer(keys.view_ranking(week)), per_viewer(keys.viewers_by_name(week))
+    top_total = raw.memory_usage(keys.top_viewers(week), samples=0)
+    index = per_viewer(keys.viewers_by_name(week))
     return {
-        "ranking_bytes": ranking,
+        "top_viewers_members": raw.zcard(keys.top_viewers(week)),
+        "top_viewers_total_bytes": top_total,
+        "top_viewers_bytes": round(top_total / viewers, 1),
         "by_name_bytes": index,
-        "new_bytes": round(ranking + index, 1),
+        "new_bytes": round(top_total / viewers + index, 1),
         "old_viewer_set_bytes": per_viewer(old_viewers(week)),
     }
 
@@ -569,7 +612,9 @@ def _met(ok: bool) -> str:
     return "yes" if ok else "no"
 
 
-def report(sizes: dict[str, Any], phases: dict[str, Any], page_views: dict[int, Any], memory: dict[str, float]) -> None:
+def report(
+    sizes: dict[str, Any], phases: dict[str, Any], page_views: list[dict[str, Any]], memory: dict[str, float]
+) -> None:
     """The issue's targets next to the measurements: bench/results/reports_scale.{json,md}."""
     now, control, before = (phases[name] for name in ("incremental", "control", "full_sort"))
     columns = (now, control, before)
@@ -585,12 +630,15 @@ def report(sizes: dict[str, Any], phases: dict[str, Any], page_views: dict[int, 
     table.append(["commands over 5 ms (SLOWLOG)", "", *(f"{phase['slowlog_over_5ms']:,}" for phase in columns), ""])
     costliest = [f"{_ms(us / 1000)} ({name})" for us, name in (phase["costliest_mean_us"][0] for phase in columns)]
     table.append(["costliest command on average (commandstats), ms per call", "", *costliest, ""])
-    for batch, cost in page_views.items():
+    for cost in page_views:
+        batch = cost["views_per_call"]
         table.append(
             [
-                f"page-view script, Redis us per view, {batch} view{'s' if batch > 1 else ''} per EVALSHA",
+                f"page-view script, Redis us per view, {cost['scenario']}, {batch} view{'s' if batch > 1 else ''} "
+                "per EVALSHA (transitions off; on)",
                 "<= 1.15x before",
-                f"{cost['new_us_per_view']:.1f} ({cost['new_over_old']:.2f}x)",
+                f"{cost['new_us_per_view']:.1f} ({cost['new_over_old']:.2f}x); "
+                f"{cost['new+transitions_us_per_view']:.1f} ({cost['new+transitions_over_old']:.2f}x)",
                 "",
                 f"{cost['old_us_per_view']:.1f}",
                 _met(cost["new_over_old"] <= 1.15),
@@ -600,8 +648,9 @@ def report(sizes: dict[str, Any], phases: dict[str, Any], page_views: dict[int, 
         [
             "memory per weekly viewer, bytes (week keys; the day's add as much)",
             "",
-            f"{memory['new_bytes']:.0f} (ranking {memory['ranking_bytes']:.0f} + by-name index "
-            f"{memory['by_name_bytes']:.0f})",
+            f"{memory['new_bytes']:.0f} (by-name index {memory['by_name_bytes']:.0f} + top viewers "
+            f"{memory['top_viewers_bytes']:.2f}: {memory['top_viewers_members']:,} users, "
+            f"{memory['top_viewers_total_bytes'] / 1024:,.0f} KiB in all)",
             "",
             f"{memory['old_viewer_set_bytes']:.0f} (viewer set)",
             "",
@@ -620,9 +669,10 @@ def report(sizes: dict[str, Any], phases: dict[str, Any], page_views: dict[int, 
         f"so both meet the shared machine's noise; the control's command is a Lua loop of constant work "
         f"({FIXED_WORK_US} us), called once a ms per process, so what SLOWLOG and the probe show beyond that is the "
         f"machine's. Done: {operations}. "
-        "Page-view script: Redis-side time (INFO commandstats) of each call, new and old alternating on batches "
-        f"of returning viewers; medians of per-call ratios; scripts from `git show {SCRIPTS['new']}` and "
-        f"`{SCRIPTS['old']}`. "
+        "Page-view script: Redis-side time (INFO commandstats) of each call, the working tree's script (transitions "
+        f"off, then on) and the one before issue 16 (`git show {OLD_SCRIPT}`) in rotating order on batches of their "
+        "own: returning viewers (sessions over), first views of the period, and views in a live session (a pool of "
+        f"{IN_SESSION_POOL:,} viewers); medians of per-call ratios. "
         f"Whole run {sizes['run_s'] / 60:.0f} min. "
         f"Command: `python -m bench.reports_scale --viewers {sizes['viewers']}`."
     )

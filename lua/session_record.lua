@@ -1,16 +1,25 @@
 -- Record a batch of page views: append each to its user's navigation session (RPUSH, LTRIM to the
 -- newest N, PEXPIRE to the session window) and count views, sessions started, paths and viewers.
 -- A view whose RPUSH answers 1 began a new list, so it began a new session.
--- The reports' structures are kept current here, so no report ever sorts every viewer: each
--- period's ranking (user -> views) and its by-name index ("name NUL user", score 0). When a view
--- brings a new username, the user's old entry leaves the index in the same step.
+-- The reports' structures are kept current here, so no report ever sorts every viewer. Per period,
+-- the candidates (user -> views): the ``cap`` users with the most views, ties to the greater user id
+-- (byte order), as SORT ... DESC breaks ties. The counter's INCR answers the user's new count; a
+-- member gets it as its score; a non-member enters when the set holds fewer than cap users, or when
+-- (count, user) passes the cap-th member's, which is then trimmed. Counts only grow, so the set is
+-- always the true top cap. A non-member's count is below the cap-th's, so one ZRANGE says whether a
+-- viewer can enter; the set never holds more than cap users. And the by-name index ("name NUL
+-- user", score 0): the user enters at its first view of the period; a view bringing a new username
+-- moves the user's entries in the same step.
+-- TTLs: a period's counter gets its TTL when INCR creates it (answers 1), and so do that period's
+-- candidates and by-name index, the keys that list its users; so they outlive every counter of the
+-- period, and a key recreated after it expired gets its TTL back with its first write.
 -- The day's paths keep the most viewed: when a new path takes the set past the cap plus the slack,
 -- the fewest viewed are removed down to the cap. A trim removes at most slack + 1 members, once per
 -- slack + 1 new paths, so the cost stays amortized O(log N) per view.
 -- Transitions: a view that follows another in the same session (the list's last entry, read
 -- before the RPUSH) counts previous page -> this page in the day's set of the previous page, whose
--- name is the view's stem (its 12th key) followed by that page (same {pv} slot); capped like the day's paths,
--- its TTL set when the set is made. A reload (the same page again) is not a transition.
+-- name is the view's stem (its 12th key) followed by that page (same {pv} slot); capped like the
+-- day's paths, its TTL set when the set is made. A reload (the same page again) is not a transition.
 -- A user erased and still tombstoned at now (docs/privacy.md) is skipped: nothing of theirs is
 -- written. A rename keeps the former name in the user's aliases, so an erase finds the entries
 -- past periods' by-name indexes still hold under it.
@@ -20,8 +29,8 @@
 --          1 the user's session list            2 the user's views that day (string)
 --          3 the user's views that week (string) 4 the user's display name (string)
 --          5 sessions started that day (string)  6 page views that day (string)
---          7 views per path that day (zset)      8 the day's ranking (zset user -> views)
---          9 the week's ranking (zset)           10 the day's by-name index (zset)
+--          7 views per path that day (zset)      8 the day's candidates (zset user -> views)
+--          9 the week's candidates (zset)        10 the day's by-name index (zset)
 --          11 the week's by-name index (zset)    12 the stem of the day's transition sets
 --          13 the user's former display names (set)
 -- ARGV[1]  session window, milliseconds
@@ -33,18 +42,19 @@
 -- ARGV[7]  1: count transitions, 0: do not
 -- ARGV[8]  next pages kept per page and day (cap >= 1)
 -- ARGV[9]  slack of that cap (>= 0)
--- ARGV[10] now, epoch seconds
--- ARGV[11..] 4 per view: user id, entry (JSON: path and ts), path, username ('' when unknown: the
+-- ARGV[10] candidates kept per period (cap >= 1)
+-- ARGV[11] now, epoch seconds
+-- ARGV[12..] 4 per view: user id, entry (JSON: path and ts), path, username ('' when unknown: the
 --          user id stands in until a username is known, and never replaces one)
 -- Returns  the number of views that started a new session.
-if #ARGV < 10 or (#ARGV - 10) % 4 ~= 0 or #KEYS ~= 1 + 13 * ((#ARGV - 10) / 4) then
-  return redis.error_reply('session_record: expected 10 arguments and 1 key, then 4 arguments and 13 keys per view')
+if #ARGV < 11 or (#ARGV - 11) % 4 ~= 0 or #KEYS ~= 1 + 13 * ((#ARGV - 11) / 4) then
+  return redis.error_reply('session_record: expected 11 arguments and 1 key, then 4 arguments and 13 keys per view')
 end
 local window, keep = tonumber(ARGV[1]), tonumber(ARGV[2])
 local day_ttl, week_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_paths, slack = tonumber(ARGV[5]), tonumber(ARGV[6])
 local transitions, max_next, next_slack = ARGV[7] == '1', tonumber(ARGV[8]), tonumber(ARGV[9])
-local now = tonumber(ARGV[10])
+local candidates, now = tonumber(ARGV[10]), tonumber(ARGV[11])
 if window == nil or window < 1 or keep == nil or keep < 1 or day_ttl == nil or week_ttl == nil then
   return redis.error_reply('session_record: window, pages kept and TTLs must be positive numbers')
 end
@@ -53,6 +63,9 @@ if max_paths == nil or max_paths < 1 or slack == nil or slack < 0 then
 end
 if max_next == nil or max_next < 1 or next_slack == nil or next_slack < 0 then
   return redis.error_reply('session_record: next pages kept must be >= 1 and their slack >= 0')
+end
+if candidates == nil or candidates < 1 then
+  return redis.error_reply('session_record: candidates kept must be >= 1')
 end
 if now == nil then
   return redis.error_reply('session_record: now must be a number')
@@ -65,6 +78,31 @@ local function entry_path(raw)
     return decoded.path
   end
   return nil
+end
+
+-- Count a period's view: INCR the user's counter (TTL when it is new) and keep the period's
+-- candidates the top ``candidates`` by (views, user). A member's score was count - 1, at least the
+-- cap-th's, so a count below the cap-th's is a non-member's; one at or above it is ZADDed (a
+-- member's new score, or a newcomer, after which the lowest beyond the cap leave). Returns the count.
+local function count_view(counter, top, user, ttl)
+  local count = redis.call('INCR', counter)
+  local bar = redis.call('ZRANGE', top, -candidates, -candidates, 'WITHSCORES')
+  local added = 0
+  if bar[1] == nil then
+    added = redis.call('ZADD', top, count, user)
+  elseif count >= tonumber(bar[2]) then
+    added = redis.call('ZADD', top, count, user)
+    if added == 1 then
+      redis.call('ZREMRANGEBYRANK', top, 0, -candidates - 1)
+    end
+  end
+  if count == 1 then
+    redis.call('EXPIRE', counter, ttl)
+  end
+  if count == 1 or added == 1 then
+    redis.call('EXPIRE', top, ttl)
+  end
+  return count
 end
 
 -- Whether a user is tombstoned, looked up once per user and only while the set exists.
@@ -82,15 +120,15 @@ end
 
 -- The views of users not tombstoned; an erased user's are skipped whole.
 local views = {}
-for view = 0, (#ARGV - 10) / 4 - 1 do
-  if not is_erased(ARGV[10 + 4 * view + 1]) then
+for view = 0, (#ARGV - 11) / 4 - 1 do
+  if not is_erased(ARGV[11 + 4 * view + 1]) then
     views[#views + 1] = view
   end
 end
 
 local started = 0
 for _, view in ipairs(views) do
-  local k, a = 1 + 13 * view, 10 + 4 * view
+  local k, a = 1 + 13 * view, 11 + 4 * view
   local user, entry, path, name = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
 
   if transitions then
@@ -120,10 +158,8 @@ for _, view in ipairs(views) do
   redis.call('LTRIM', KEYS[k + 1], -keep, -1)
   redis.call('PEXPIRE', KEYS[k + 1], window)
 
-  redis.call('INCR', KEYS[k + 2])
-  redis.call('EXPIRE', KEYS[k + 2], day_ttl)
-  redis.call('INCR', KEYS[k + 3])
-  redis.call('EXPIRE', KEYS[k + 3], week_ttl)
+  local day_views = count_view(KEYS[k + 2], KEYS[k + 8], user, day_ttl)
+  local week_views = count_view(KEYS[k + 3], KEYS[k + 9], user, week_ttl)
   -- The name the reports show: a known username, else the one already set, else the user id.
   local old
   if name == '' then
@@ -133,11 +169,22 @@ for _, view in ipairs(views) do
     old = redis.call('SET', KEYS[k + 4], name, 'GET')
   end
   redis.call('EXPIRE', KEYS[k + 4], week_ttl)
-  if old and old ~= name then
+  -- The by-name index: the user's entry is added at its first view of the period, and moved when
+  -- the name changes (the ZREMs are no-ops for a period where the user is new).
+  local renamed = old and old ~= name
+  if renamed then
     redis.call('ZREM', KEYS[k + 10], old .. '\0' .. user)
     redis.call('ZREM', KEYS[k + 11], old .. '\0' .. user)
     redis.call('SADD', KEYS[k + 13], old)
     redis.call('EXPIRE', KEYS[k + 13], week_ttl)
+  end
+  if renamed or day_views == 1 then
+    redis.call('ZADD', KEYS[k + 10], 0, name .. '\0' .. user)
+    redis.call('EXPIRE', KEYS[k + 10], day_ttl)
+  end
+  if renamed or week_views == 1 then
+    redis.call('ZADD', KEYS[k + 11], 0, name .. '\0' .. user)
+    redis.call('EXPIRE', KEYS[k + 11], week_ttl)
   end
 
   redis.call('INCR', KEYS[k + 6])
@@ -147,13 +194,5 @@ for _, view in ipairs(views) do
     redis.call('ZREMRANGEBYRANK', KEYS[k + 7], 0, -max_paths - 1)
   end
   redis.call('EXPIRE', KEYS[k + 7], day_ttl)
-  redis.call('ZINCRBY', KEYS[k + 8], 1, user)
-  redis.call('EXPIRE', KEYS[k + 8], day_ttl)
-  redis.call('ZINCRBY', KEYS[k + 9], 1, user)
-  redis.call('EXPIRE', KEYS[k + 9], week_ttl)
-  redis.call('ZADD', KEYS[k + 10], 0, name .. '\0' .. user)
-  redis.call('EXPIRE', KEYS[k + 10], day_ttl)
-  redis.call('ZADD', KEYS[k + 11], 0, name .. '\0' .. user)
-  redis.call('EXPIRE', KEYS[k + 11], week_ttl)
 end
 return started

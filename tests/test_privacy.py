@@ -63,7 +63,7 @@ def test_seed_leaves_traces_everywhere_the_finder_looks(redis_client):
     seed(GONE, name="gone")
     flush.flush()
     found = "\n".join(redis_traces(GONE))
-    for where in ("{ls}:seen", ":session:", ":name:", ":aliases:", ":uv:d:", ":rank:", ":byname:"):
+    for where in ("{ls}:seen", ":session:", ":name:", ":aliases:", ":uv:d:", ":top:", ":byname:"):
         assert where in found, where
     assert database_traces(GONE) == ["activity_useractivity"]
 

@@ -1,88 +1,227 @@
 """Reports at scale: no command sorts every viewer, yet the rows equal a full sort.
 
-The ranked report SORTs only the top K of the period's ranking; the by-name report is read from
-the index the page-view script keeps. Both are compared with the full-SORT shapes the service used
-before (``SORT <every viewer> BY ... GET ...``) on random data, and their cost is counted.
+The page-view script keeps each period's top viewers, at most ``ACTIVITY_REPORT_CANDIDATES`` of
+them, and the ranked report SORTs only their top K; the by-name report is read from the index the
+page-view script keeps. Both are compared with the full-SORT shapes the service used before
+(``SORT <every viewer> BY ... GET ...``) on random data with many ties, after every batch, and what
+a view and a rebuild cost is counted.
 """
 
 from __future__ import annotations
 
 import random
 import threading
+import time
+from collections import Counter
+from datetime import UTC, datetime
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from activity import calendar, clock, reports, services
+from activity import calendar, clock, conf, reports, services
 from activity.events import Event
 from activity.store import keys
+from activity.store.client import get_client, is_cluster
+from activity.store.sessions import PageView, queue_record
 from tests.redis_counts import CommandDelta
 from tests.redis_probe import probe
+from tests.test_sessions import assert_every_key_has_a_ttl
+
+WEDNESDAY = datetime(2026, 11, 25, 12, tzinfo=UTC).timestamp()  # ISO week 2026W48 began on Monday 23rd
+DAY_S = 86400
 
 
-def seed_random(seed: int, users: int) -> dict[str, tuple[str, int]]:
-    """``users`` users with random view counts (many ties) and random names (some shared, some
-    unknown: the id stands in); returns user -> (shown name, views)."""
+@pytest.fixture
+def wednesday(monkeypatch):
+    """The clock at noon on a Wednesday, so views of Monday and Tuesday count for the week only."""
+    monkeypatch.setattr(clock, "now", lambda: WEDNESDAY)
+
+
+def random_views(seed: int, users: int, max_views: int = 6) -> tuple[list[Event], dict[str, str]]:
+    """``users`` users with 1..max_views views each (many ties), spread over Monday to Wednesday
+    and shuffled, so users climb past each other; random names (some shared, some unknown: the id
+    stands in)."""
     rng = random.Random(seed)
-    now = clock.now()
-    truth: dict[str, tuple[str, int]] = {}
     events, names = [], {}
     for n in range(users):
         user = f"{rng.choice('abcxyz')}{n}"
-        views = rng.randint(1, 6)
         name = rng.choice([None, f"n{rng.randint(0, users // 4)}", f"N{rng.randint(0, 9)}", f"{n:04d}"])
         if name is not None:
             names[user] = name
-        events += [Event(user, now, f"/p{i}") for i in range(views)]
-        truth[user] = (name or user, views)
-    for start in range(0, len(events), 500):
-        batch = events[start : start + 500]
-        services.record_events(batch, names={e.user: names[e.user] for e in batch if e.user in names})
-    return truth
+        events += [
+            Event(user, clock.now() - rng.randrange(3) * DAY_S, f"/p{i}") for i in range(rng.randint(1, max_views))
+        ]
+    rng.shuffle(events)
+    return events, names
 
 
-def period_key() -> str:
-    return calendar.period_name("day", calendar.day_of(clock.now()))
+def batches(events: list[Event], size: int) -> list[list[Event]]:
+    return [events[start : start + size] for start in range(0, len(events), size)]
 
 
-def full_sort(redis_client, **options) -> list[str]:
-    """The old shape: one SORT over every viewer of the period (the ranking holds them all)."""
-    pkey = period_key()
-    return redis_client.sort(
-        keys.view_ranking(pkey), get=["#", keys.display_name_pattern(), keys.user_views_pattern(pkey)], **options
-    )
+def record(events: list[Event], names: dict[str, str]) -> None:
+    """Record ``events`` through the service, with the usernames known for them."""
+    services.record_events(events, names={e.user: names[e.user] for e in events if e.user in names})
 
 
-def all_rows(name: str, size: int = 37) -> list[dict]:
+def period_key(period: str = "day", now: float | None = None) -> str:
+    return calendar.period_name(period, calendar.day_of(clock.now() if now is None else now))
+
+
+def in_period(event: Event, period: str) -> bool:
+    return period_key(period, event.ts) == period_key(period)
+
+
+class EveryViewer:
+    """What the page-view script kept before issue 16: a set of every viewer of the period (here
+    the test's own key, in the {pv} slot as it was), for the full SORT the reports must equal."""
+
+    def __init__(self, redis_client, period: str) -> None:
+        self.client, self.period = redis_client, period
+        self.key = f"{keys.prefix()}{keys.PV_TAG}:test-viewers:{period_key(period)}"
+
+    def add(self, events: list[Event]) -> None:
+        users = {event.user for event in events if in_period(event, self.period)}
+        if users:
+            self.client.sadd(self.key, *users)
+            self.client.expire(self.key, 600)
+
+    def sort(
+        self, by: str, desc: bool = False, alpha: bool = False, start: int = 0, num: int | None = None
+    ) -> list[str]:
+        pkey = period_key(self.period)
+        patterns = ["#", keys.display_name_pattern(), keys.user_views_pattern(pkey)]
+        if not is_cluster(self.client):
+            limit = {} if num is None else {"start": start, "num": num}
+            return self.client.sort(self.key, by=by, get=patterns, desc=desc, alpha=alpha, **limit)
+        # A cluster refuses SORT's BY and GET patterns: the same sort, done here as sort.c does it
+        # (the weight, then the element byte by byte; DESC reverses both; a missing GET is '').
+        rows = []
+        for user in self.client.smembers(self.key):
+            name = self.client.get(keys.display_name(user)) or ""
+            views = self.client.get(keys.user_views(pkey, user)) or ""
+            rows.append((user, name, views))
+        column = 1 if by == keys.display_name_pattern() else 2
+        rows.sort(key=lambda row: (row[column] if alpha else float(row[column] or 0), row[0].encode()), reverse=desc)
+        chosen = rows[start : None if num is None else start + num]
+        return [value for row in chosen for value in row]
+
+    def most_active(self, top: int) -> list[str]:
+        """``SORT viewers BY uv:* DESC LIMIT 0 top GET # GET name:* GET uv:*``: the old report."""
+        return self.sort(by=keys.user_views_pattern(period_key(self.period)), desc=True, start=0, num=top)
+
+
+def all_rows(name: str, period: str = "day", size: int = 37) -> list[dict]:
     rows, number = [], 1
     while True:
-        found, _ = reports.page(name, "day", number, size)
+        found, _ = reports.page(name, period, number, size)
         rows += found.rows
         if number * size >= found.count:
             return rows
         number += 1
 
 
+def flat(rows: list[dict]) -> list[str]:
+    return [value for row in rows for value in (row["user"], row["name"], str(row["views"]))]
+
+
+def top_viewers(redis_client, period: str) -> list[tuple[str, int]]:
+    """The period's candidates as stored, most first."""
+    members = redis_client.zrange(keys.top_viewers(period_key(period)), 0, -1, desc=True, withscores=True)
+    return [(user, int(score)) for user, score in members]
+
+
+def true_top(counts: Counter, cap: int) -> list[tuple[str, int]]:
+    """The ``cap`` users with the most views, ties to the greater id byte by byte (SORT ... DESC)."""
+    ranked = sorted(counts.items(), key=lambda item: (item[1], item[0].encode()), reverse=True)
+    return ranked[:cap]
+
+
+# --- the ranked report equals a full sort, at every moment ------------------------------------------
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
-@override_settings(ACTIVITY_REPORT_TOP=25)
-def test_most_active_equals_the_full_sort_on_random_data(redis_client, seed):
-    seed_random(seed, 300)
-    expected = full_sort(redis_client, by=keys.user_views_pattern(period_key()), desc=True, start=0, num=25)
-    rows = all_rows("most-active")
-    assert [value for row in rows for value in (row["user"], row["name"], str(row["views"]))] == expected
+@pytest.mark.parametrize("period", ["day", "week"])
+@override_settings(ACTIVITY_REPORT_TOP=5, ACTIVITY_REPORT_CANDIDATES=8)
+def test_candidates_are_the_true_top_and_most_active_equals_the_full_sort_after_every_batch(
+    redis_client, wednesday, seed, period
+):
+    """Counts 1-6 over 150 users give ties at the 5th place and at the 8th (the cap) all the time;
+    users climb past each other batch after batch, entering and leaving the candidates."""
+    events, names = random_views(seed, 150)
+    viewers = EveryViewer(redis_client, period)
+    counts: Counter = Counter()
+    sizes, seen = [], Counter()
+    before: dict[str, int] = {}
+    for part in batches(events, 15):
+        record(part, names)
+        viewers.add(part)
+        counts.update(event.user for event in part if in_period(event, period))
+        stored = top_viewers(redis_client, period)
+        sizes.append(len(stored))
+        assert stored == true_top(counts, 8)
+        assert reports.rebuild("most-active", period) == "built"
+        assert flat(all_rows("most-active", period)) == viewers.most_active(5)
+        ranked = true_top(counts, 9)
+        seen["tie at the 5th"] += len(ranked) > 5 and ranked[4][1] == ranked[5][1]
+        seen["tie at the cap"] += len(ranked) > 8 and ranked[7][1] == ranked[8][1]
+        now = dict(stored)
+        left = {counts[user] for user in before.keys() - now.keys()}
+        seen["left"] += len(left)
+        seen["entered on a tie with one that left"] += any(now[user] in left for user in now.keys() - before.keys())
+        before = now
+    assert max(sizes) == 8  # full, never past the cap
+    assert min(seen.values()) >= 2, seen  # the comparison met each case more than once
+
+
+@override_settings(ACTIVITY_REPORT_TOP=2, ACTIVITY_REPORT_CANDIDATES=3)
+def test_a_tie_at_the_cap_is_settled_as_sort_settles_it(redis_client):
+    """SORT ... DESC puts equal counts in descending byte order of the user id (Redis sort.c compares
+    the elements when the weights are equal), so a viewer reaching the cap-th count enters exactly
+    when its id is greater, and the cap-th leaves."""
+    now = clock.now()
+    viewers = EveryViewer(redis_client, "day")
+
+    def views(*users: str) -> None:
+        events = [Event(user, now, "/") for user in users]
+        services.record_events(events)
+        viewers.add(events)
+
+    views("b", "b", "c", "c", "d", "d")
+    assert top_viewers(redis_client, "day") == [("d", 2), ("c", 2), ("b", 2)]
+    views("e", "e")  # ties with the cap-th ("b", 2), greater id: in, "b" out
+    assert top_viewers(redis_client, "day") == [("e", 2), ("d", 2), ("c", 2)]
+    views("a", "a", "10", "10")  # ties too, smaller ids ("10" < "c" byte by byte): stay out
+    assert top_viewers(redis_client, "day") == [("e", 2), ("d", 2), ("c", 2)]
+    views("b")  # back past everyone
+    assert top_viewers(redis_client, "day") == [("b", 3), ("e", 2), ("d", 2)]
+    assert flat(all_rows("most-active")) == viewers.most_active(2) == ["b", "b", "3", "e", "e", "2"]
+    assert viewers.sort(by=keys.user_views_pattern(period_key()), desc=True)[::3] == ["b", "e", "d", "c", "a", "10"]
+
+
+# --- the by-name report ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("seed", [4, 5, 6])
-def test_active_by_name_equals_the_full_sort_on_random_data(redis_client, seed):
-    truth = seed_random(seed, 300)
-    rows = all_rows("active-by-name")
+def test_active_by_name_equals_the_full_sort_on_random_data(redis_client, wednesday, seed):
+    events, names = random_views(seed, 300)
+    viewers = EveryViewer(redis_client, "week")
+    viewers.add(events)
+    record(events, names)
+    counts = Counter(event.user for event in events)
+    rows = all_rows("active-by-name", "week")
     # SORT ALPHA leaves the order of equal names undefined; the index breaks ties by user id.
-    assert [(row["user"], row["name"], row["views"]) for row in rows] == sorted(
-        ((user, name, views) for user, (name, views) in truth.items()), key=lambda r: (r[1].encode(), r[0].encode())
+    expected = sorted(
+        ((user, names.get(user, user), views) for user, views in counts.items()),
+        key=lambda r: (r[1].encode(), r[0].encode()),
     )
-    flat = full_sort(redis_client, by=keys.display_name_pattern(), alpha=True)
-    assert [row["name"] for row in rows] == flat[1::3]  # the same names in the same order
-    assert sorted((row["user"], row["name"]) for row in rows) == sorted(zip(flat[0::3], flat[1::3], strict=True))
+    assert [(row["user"], row["name"], row["views"]) for row in rows] == expected
+    full = viewers.sort(by=keys.display_name_pattern(), alpha=True)
+    assert [row["name"] for row in rows] == full[1::3]  # the same names in the same order
+    assert sorted((row["user"], row["name"], str(row["views"])) for row in rows) == sorted(
+        zip(full[0::3], full[1::3], full[2::3], strict=True)
+    )
 
 
 def test_a_new_username_moves_the_user_in_the_by_name_index(redis_client):
@@ -94,6 +233,121 @@ def test_a_new_username_moves_the_user_in_the_by_name_index(redis_client):
     rows = all_rows("active-by-name")
     assert [(row["user"], row["name"], row["views"]) for row in rows] == [("8", "8", 1), ("7", "amy", 3)]
     assert redis_client.zcard(keys.viewers_by_name(period_key())) == 2
+
+
+def test_by_name_pages_are_one_round_trip_and_never_sort(redis_client, wednesday):
+    events, names = random_views(8, 200)
+    record(events, names)
+    reports.page("active-by-name", "week")  # the script is loaded
+    with probe(redis_client) as seen:
+        found, cache = reports.page("active-by-name", "week", 3, 20)
+    assert cache == "hit" and found.count == 200 and len(found.rows) == 20
+    assert (seen.client_sends, seen.server_reads) == (1, 1)
+    # One page of the index, the page's counters in one MGET: no ZSCORE, nothing of every viewer.
+    assert seen.commands["sort"] == 0 and seen.commands["zrange"] == 1 and seen.commands["mget"] == 1
+    assert seen.commands["zscore"] == 0
+
+
+# --- expiry --------------------------------------------------------------------------------------
+
+
+def expire_times(redis_client, pattern: str) -> dict[str, int]:
+    """PEXPIRETIME (absolute, ms) of every key matching ``pattern`` under the prefix."""
+    found = list(redis_client.scan_iter(match=f"{keys.prefix()}{pattern}", count=1000))
+    return dict(zip(found, (redis_client.execute_command("PEXPIRETIME", key) for key in found), strict=True))
+
+
+@override_settings(ACTIVITY_REPORT_TOP=5, ACTIVITY_REPORT_CANDIDATES=8)
+@pytest.mark.parametrize("period", ["day", "week"])
+def test_a_periods_lists_outlive_its_counters_and_come_back_with_a_ttl_after_expiry(redis_client, wednesday, period):
+    """A counter gets its TTL when created, and its period's candidates and by-name index get theirs
+    renewed at that moment: so neither expires before any counter of the period. Once a period's
+    keys have expired, a late view starts them again, each with a TTL, and the report agrees with
+    the counters again."""
+    events, names = random_views(9, 120)
+    for part in batches(events, 20):
+        record(part, names)
+        time.sleep(0.002)  # counters created at different milliseconds
+        pkey = period_key(period)
+        counters = expire_times(redis_client, f"{keys.PV_TAG}:uv:{pkey}:*")
+        lists = expire_times(redis_client, f"{keys.PV_TAG}:*:{pkey}")
+        assert len(lists) == 2 and min(lists.values()) >= max(counters.values()) > 0
+    assert_every_key_has_a_ttl(redis_client)
+
+    # The period's keys expire (their TTLs run out, the latest ones last); late views come in.
+    for key in redis_client.scan_iter(match=f"{keys.prefix()}{keys.PV_TAG}:*{period_key(period)}*"):
+        redis_client.pexpire(key, 1)
+    time.sleep(0.01)
+    late, names = random_views(10, 40)
+    viewers = EveryViewer(redis_client, period)
+    redis_client.delete(viewers.key)
+    viewers.add(late)
+    for part in batches(late, 7):
+        record(part, names)
+    assert_every_key_has_a_ttl(redis_client)
+    assert top_viewers(redis_client, period) == true_top(Counter(e.user for e in late if in_period(e, period)), 8)
+    reports.rebuild("most-active", period)
+    assert flat(all_rows("most-active", period)) == viewers.most_active(5)
+
+    # The candidates alone gone (evicted, deleted by hand): the next view makes them again, with a TTL.
+    redis_client.delete(keys.top_viewers(period_key(period)))
+    services.record_events([Event(late[0].user, clock.now(), "/again")])
+    assert redis_client.ttl(keys.top_viewers(period_key(period))) > 0
+    assert_every_key_has_a_ttl(redis_client)
+
+
+# --- what a view and a rebuild cost --------------------------------------------------------------
+
+
+def script_commands(redis_client, view: PageView) -> Counter:
+    """The commands one page-view script call runs for ``view`` (INFO commandstats counts the
+    script's own calls), without anything else ``record_events`` sends."""
+    settings = conf.settings
+    pipe = get_client().pipeline(transaction=False)
+    queue_record(
+        pipe, [view], settings.SESSION_WINDOW, settings.SESSION_MAX_PAGES, settings.PAGE_STATS_DAYS, clock.now()
+    )
+    with CommandDelta(redis_client) as delta:
+        pipe.execute()
+    return delta.calls
+
+
+# A view's commands besides the report structures: RPUSH, LTRIM, PEXPIRE of the session; SET ... GET
+# and EXPIRE of the name; INCR + EXPIRE of the day's views; ZINCRBY + EXPIRE of the path; the
+# EXISTS of the tombstones (an erased user's views are skipped); the EVALSHA.
+SHARED = Counter(evalsha=1, rpush=1, ltrim=1, pexpire=1, set=1, incr=1, expire=3, zincrby=1, exists=1)
+
+
+@override_settings(
+    ACTIVITY_REPORT_CANDIDATES=8, ACTIVITY_REPORT_TOP=5, ACTIVITY_TRANSITIONS=False, ACTIVITY_REDIS_TIMEOUT=10.0
+)
+@pytest.mark.parametrize("users", [50, 2000])
+def test_a_view_costs_the_same_commands_whatever_the_number_of_viewers(redis_client, users):
+    now = clock.now()
+    heavy = [f"h{n}" for n in range(8)]  # the candidates: 10 views each
+    events = [Event(f"u{n}", now, "/") for n in range(users) for _ in range(3)]
+    events += [Event(user, now, "/") for user in heavy for _ in range(10)] + [Event("z9", now, "/")] * 9
+    for part in batches(events, 500):
+        record(part, {})
+    assert redis_client.zcard(keys.top_viewers(period_key())) == 8
+    counts = {
+        # A returning viewer below the bar: its counters' INCRs and one ZRANGE a period, nothing more.
+        "returning": script_commands(redis_client, PageView("u1", "/", now)),
+        # A candidate: its new count as its score in both periods.
+        "candidate": script_commands(redis_client, PageView("h3", "/", now)),
+        # A first view of the period: the counters' and lists' TTLs, the by-name entries.
+        "new viewer": script_commands(redis_client, PageView("n1", "/", now)),
+        # Reaching the cap-th count (10) with a greater id than the cap-th ("h0"): in, "h0" out.
+        "entering": script_commands(redis_client, PageView("z9", "/", now)),
+    }
+    two = Counter(incr=2, zrange=2)
+    assert counts["returning"] == SHARED + two
+    assert counts["candidate"] == SHARED + two + Counter(zadd=2)
+    # A new session too: INCR + EXPIRE of the day's sessions started.
+    assert counts["new viewer"] == SHARED + two + Counter(incr=1, expire=7, zadd=2)
+    assert counts["entering"] == SHARED + two + Counter(zadd=2, zremrangebyrank=2, expire=2)
+    assert [user for user, _ in top_viewers(redis_client, "day")][-1] == "h1"
+    assert redis_client.zcard(keys.top_viewers(period_key())) == 8
 
 
 def monitored(redis_client, work) -> list[list[str]]:
@@ -124,14 +378,15 @@ def monitored(redis_client, work) -> list[list[str]]:
 @override_settings(ACTIVITY_REPORT_TOP=5)
 @pytest.mark.parametrize("users", [50, 500])
 def test_a_rebuild_sorts_only_the_top_k_in_a_fixed_number_of_commands(redis_client, users):
-    seed_random(7, users)
+    events, names = random_views(7, users)
+    record(events, names)
     reports.page("most-active")  # scripts loaded
     with CommandDelta(redis_client) as delta:
         commands = monitored(redis_client, lambda: reports.rebuild("most-active"))
     sorts = [command for command in commands if command[0].upper() == "SORT"]
     assert len(sorts) == 1 and sorts[0][1] == keys.report_candidates(f"most-active:{period_key()}")
     (copy,) = [command for command in commands if command[0].upper() == "ZRANGESTORE"]
-    assert copy[3:] == ["0", "4", "REV"]  # the ranking's top 5 only
+    assert copy[2:] == [keys.top_viewers(period_key()), "0", "4", "REV"]  # the top viewers' first 5 only
     for own in ("echo", "monitor", "hello", "ping"):  # the MONITOR connection's
         delta.calls.pop(own, None)
     # The same commands whatever the number of viewers: the lock (a script that SETs it and DELs
@@ -151,11 +406,14 @@ def test_a_rebuild_sorts_only_the_top_k_in_a_fixed_number_of_commands(redis_clie
     }
 
 
-def test_by_name_pages_are_one_round_trip_and_never_sort(redis_client):
-    seed_random(8, 200)
-    reports.page("active-by-name")  # the script is loaded
-    with probe(redis_client) as seen:
-        found, cache = reports.page("active-by-name", "day", 3, 20)
-    assert cache == "hit" and found.count == 200 and len(found.rows) == 20
-    assert (seen.client_sends, seen.server_reads) == (1, 1)
-    assert seen.commands["sort"] == 0 and seen.commands["zrange"] == 1
+# --- the setting ---------------------------------------------------------------------------------
+
+
+def test_fewer_candidates_than_report_rows_is_refused_whichever_setting_moves():
+    with override_settings(ACTIVITY_REPORT_CANDIDATES=99), pytest.raises(ImproperlyConfigured, match="at least"):
+        conf.get("ACTIVITY_REPORT_CANDIDATES")
+    assert conf.settings.REPORT_CANDIDATES == 1000  # the default again
+    with override_settings(ACTIVITY_REPORT_TOP=1001), pytest.raises(ImproperlyConfigured, match="at least"):
+        conf.get("ACTIVITY_REPORT_TOP")
+    with override_settings(ACTIVITY_REPORT_TOP=200, ACTIVITY_REPORT_CANDIDATES=200):
+        assert (conf.settings.REPORT_TOP, conf.settings.REPORT_CANDIDATES) == (200, 200)

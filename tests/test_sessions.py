@@ -186,7 +186,8 @@ def test_distinct_paths_per_day_stay_capped_and_the_most_viewed_survive(redis_cl
 
 def test_the_script_checks_its_argument_counts(redis_client):
     pipe = redis_client.pipeline(transaction=False)
-    pipe.script(SESSION_RECORD, [keys.session("x")], [60000, 50, 10, 10, 100, 10, 1, 50, 5, 1.0, "x", "{}", "/", ""])
+    args = [60000, 50, 10, 10, 100, 10, 1, 50, 5, 1000, 1.0, "x", "{}", "/", ""]
+    pipe.script(SESSION_RECORD, [keys.session("x")], args)
     with pytest.raises(redis.ResponseError, match="13 keys per view"):
         pipe.execute()
     assert redis_client.exists(keys.session("x")) == 0

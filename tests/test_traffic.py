@@ -157,7 +157,7 @@ def test_a_token_client_is_machine_traffic_last_seen_only(staff, redis_client):
     assert redis_client.zscore(keys.last_seen(), user) is not None  # its last seen is recorded
     stats = figures()
     assert (stats.machines_day, stats.bots_day, stats.active_day, stats.unique_visitors_day) == (1, 0, 0, 0)
-    assert redis_client.zcard(keys.view_ranking(f"d:{stats.day:%Y%m%d}")) == 0  # never in most-active
+    assert redis_client.zcard(keys.top_viewers(f"d:{stats.day:%Y%m%d}")) == 0  # never in most-active
 
 
 @override_settings(ACTIVITY_COUNT_MACHINES=True)

@@ -321,8 +321,9 @@ def active_hll_month(month: str) -> str:
 # per-day counters, and because the reports' SORT reads the per-user counters and names through
 # BY/GET patterns, which Redis Cluster allows only within the sorted key's slot.
 # Page statistics live PAGE_STATS_DAYS (weekly ones 7 more) after their last write, whatever their
-# day, so the sweep gives one found without a TTL exactly that (per-user counters and viewer sets
-# of either period: the week's, the longer).
+# day (a period's per-user counters after their first, and the keys listing the period's users
+# after its latest new user), so the sweep gives one found without a TTL exactly that (per-user
+# counters, candidates and by-name indexes of either period: the week's, the longer).
 
 PV_TAG = "{pv}"
 
@@ -372,7 +373,8 @@ def path_views(day: str) -> str:
 
 # Transitions are named by the page they leave, which the page-view script reads from the session
 # it appends to; so that script is handed ``transitions(day, "")``, the stem, and appends the page
-# (the one key a script completes itself: same {pv} slot, which Redis Cluster lets a script touch).
+# (one of the two key families scripts complete themselves: same {pv} slot, which Redis Cluster
+# lets a script touch; the other is ``user_views``).
 @family("{pv}:next:<day>:<path>", "zset", _page_stats())
 def transitions(day: str, path: str) -> str:
     """Sorted set: member = a page viewed next after ``path`` in a session on ``day``, score = how
@@ -401,9 +403,12 @@ def recommendations(user: str) -> str:
     return f"{prefix()}{PV_TAG}:recs:{user}"
 
 
+# The by-name report reads the views of the users on its page, whom only its ZRANGE names; so
+# ``lua/report_by_name.lua`` is handed ``user_views(period, "")``, the stem, and appends each user id.
 @family("{pv}:uv:<period>:<user>", "string", _page_stats(weekly=True))
 def user_views(period: str, user: str) -> str:
-    """String counter: one user's page views in ``period`` (``d:YYYYMMDD`` or ``w:YYYYWww``)."""
+    """String counter: one user's page views in ``period`` (``d:YYYYMMDD`` or ``w:YYYYWww``); TTL set
+    when its first view creates it."""
     return f"{prefix()}{PV_TAG}:uv:{period}:{user}"
 
 
@@ -412,11 +417,12 @@ def user_views_pattern(period: str) -> str:
     return user_views(period, "*")
 
 
-@family("{pv}:rank:<period>", "zset", _page_stats(weekly=True))
-def view_ranking(period: str) -> str:
-    """Sorted set: user id -> page views in ``period``, kept current by the page-view script; the
-    ``most-active`` report's candidates are its top K (TTL: as the period's counters)."""
-    return f"{prefix()}{PV_TAG}:rank:{period}"
+@family("{pv}:top:<period>", "zset", _page_stats(weekly=True))
+def top_viewers(period: str) -> str:
+    """Sorted set: user id -> page views in ``period`` of the ``ACTIVITY_REPORT_CANDIDATES`` users
+    with the most (ties: the greater user id, as SORT ... DESC), kept by the page-view script; the
+    ``most-active`` report sorts its top K (TTL: as the period's counters, renewed with each new one)."""
+    return f"{prefix()}{PV_TAG}:top:{period}"
 
 
 # The display name never holds a NUL (Django usernames and user ids cannot), so "name NUL user"
@@ -427,7 +433,8 @@ NAME_SEPARATOR = "\0"
 @family("{pv}:byname:<period>", "zset", _page_stats(weekly=True))
 def viewers_by_name(period: str) -> str:
     """Sorted set, every score 0: member = display name, NUL, user id, for each user with page views
-    in ``period``; the ``active-by-name`` report pages it by rank (TTL: as the period's counters)."""
+    in ``period``; the ``active-by-name`` report pages it by rank (TTL: as the period's counters,
+    renewed with each new one)."""
     return f"{prefix()}{PV_TAG}:byname:{period}"
 
 
@@ -443,7 +450,8 @@ def report_rows(report_id: str) -> str:
 
 @family("{pv}:report:<report_id>:candidates", "zset", DELETE)
 def report_candidates(report_id: str) -> str:
-    """Sorted set: the top K of a ranking, copied for one SORT and deleted in the same MULTI."""
+    """Sorted set: the top K of a period's ``top_viewers``, copied for one SORT and deleted in the
+    same MULTI."""
     return f"{prefix()}{PV_TAG}:report:{report_id}:candidates"
 
 

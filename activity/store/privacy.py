@@ -56,7 +56,7 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     user = where.user
     pv: list[tuple[str, str]] = [(keys.display_name(user), "name"), (keys.display_aliases(user), "aliases")]
     pv += [(keys.viewers_by_name(period), "byname") for period in where.page_periods]
-    pv += [(keys.view_ranking(period), "zrem") for period in where.page_periods]
+    pv += [(keys.top_viewers(period), "zrem") for period in where.page_periods]
     pv += [(keys.user_views(period, user), "del") for period in where.page_periods]
     pv += [(keys.session(user), "del"), (keys.recommendations(user), "del")]
     pv += [(key, "del") for copy in where.report_copies for key in (keys.report_rows(copy), keys.report_meta(copy))]

@@ -1,14 +1,15 @@
 """Sorted reports in Redis, each command's work bounded whatever the number of viewers.
 
-The page-view script keeps, per day and ISO week, a ranking (user -> views) and a by-name index
-("name NUL user", score 0), so no report ever sorts every viewer:
+The page-view script keeps, per day and ISO week, the top viewers (user -> views, the
+``ACTIVITY_REPORT_CANDIDATES`` users with the most) and a by-name index ("name NUL user", score 0),
+so no report ever sorts every viewer:
 
-- a ranked report's copy is built by copying the ranking's top K into a candidates set
+- a ranked report's copy is built by copying the top viewers' first K into a candidates set
   (ZRANGESTORE ... REV LIMIT) and one ``SORT candidates BY views DESC GET # GET name GET views
-  STORE`` of those K, in one MULTI: O(K log N). Its rows and a meta key (build time) live
-  ``keep_ms``; pages are read with ``LRANGE``;
-- the by-name report is the index itself, read a page at a time by rank with each user's views
-  (``lua/report_by_name.lua``): O(log N + page), always current, nothing to rebuild.
+  STORE`` of those K, in one MULTI: O(log C + K log K) for C candidates. Its rows and a meta key
+  (build time) live ``keep_ms``; pages are read with ``LRANGE``;
+- the by-name report is the index itself, read a page at a time by rank with each user's views from
+  their counters (``lua/report_by_name.lua``): O(log N + page), always current, nothing to rebuild.
 
 Which report to build when, and who may build it, is decided above the store (``activity.reports``).
 """
@@ -18,11 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from activity.store import keys
-from activity.store.client import Client
+from activity.store.client import Client, is_cluster
 from activity.store.scripts import LuaScript
 
 COLUMNS = ("user", "name", "views")  # the GET patterns of a ranked report, in this order
 BY_NAME = LuaScript("report_by_name")
+RANKED = LuaScript("report_ranked")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +58,20 @@ def read(client: Client, report_id: str, first: int, size: int, marker: str, now
 
 def build_ranked(client: Client, report_id: str, period_key: str, top: int, keep_ms: int, now: float) -> None:
     """The ``top`` users by views in the period, most first (ties: user id descending, as SORT
-    breaks them), with names and views: one MULTI of ZRANGESTORE of the ranking's top K, one SORT
-    of those K ... STORE, the candidates' DEL, the rows' PEXPIRE and the meta."""
+    breaks them), with names and views: one MULTI of ZRANGESTORE of the top viewers' first K, one
+    SORT of those K ... STORE, the candidates' DEL, the rows' PEXPIRE and the meta. The top viewers
+    are ordered as SORT orders (views, then user id byte by byte), so their first K are the rows a
+    SORT over every viewer would give.
+
+    A Redis 7.0 cluster refuses SORT's BY and GET patterns, so there the same rows come from one
+    script reading the top viewers' scores (their views) and names (``lua/report_ranked.lua``)."""
+    if is_cluster(client):
+        script_keys = [keys.top_viewers(period_key), keys.report_rows(report_id), keys.report_meta(report_id)]
+        RANKED(client, [*script_keys, keys.display_name("")], [top, keep_ms, repr(now)])
+        return
     candidates = keys.report_candidates(report_id)
     pipe = client.pipeline(transaction=True)
-    pipe.zrangestore(candidates, keys.view_ranking(period_key), 0, top - 1, desc=True)
+    pipe.zrangestore(candidates, keys.top_viewers(period_key), 0, top - 1, desc=True)
     pipe.sort(
         candidates,
         by=keys.user_views_pattern(period_key),
@@ -78,7 +89,7 @@ def build_ranked(client: Client, report_id: str, period_key: str, top: int, keep
 
 def read_by_name(client: Client, period_key: str, first: int, size: int) -> tuple[int, list[tuple[str, str, int]]]:
     """(users in the index, rows ``first``.. of the by-name index as (user, name, views)). One EVALSHA."""
-    reply = BY_NAME(client, [keys.viewers_by_name(period_key), keys.view_ranking(period_key)], [first, size])
+    reply = BY_NAME(client, [keys.viewers_by_name(period_key), keys.user_views(period_key, "")], [first, size])
     rows = []
     for member, views in zip(reply[1::2], reply[2::2], strict=True):
         name, _, user = member.partition(keys.NAME_SEPARATOR)

@@ -48,9 +48,18 @@ def queue_record(
     Each day's path set keeps the ``ACTIVITY_PAGE_STATS_MAX_PATHS`` most viewed (plus at most
     ``paths_slack`` of it), so a catch-all route or kept query strings cannot grow it without bound.
     With ``ACTIVITY_TRANSITIONS`` a view following another in its session also counts that step,
-    each page keeping its ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent next pages.
+    each page keeping its ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent next pages. Each day and
+    week keeps its ``ACTIVITY_REPORT_CANDIDATES`` users with the most views for the ranked reports.
     """
-    max_paths, max_next = conf.settings.PAGE_STATS_MAX_PATHS, conf.settings.TRANSITIONS_MAX_NEXT
+    return pipe.script(SESSION_RECORD, *record_call(views, window_s, max_pages, stats_days, now))
+
+
+def record_call(
+    views: Sequence[PageView], window_s: int, max_pages: int, stats_days: int, now: float
+) -> tuple[list[str], list[str | int]]:
+    """(KEYS, ARGV) of the page-view script for ``views``, as ``queue_record`` sends them."""
+    settings = conf.settings
+    max_paths, max_next = settings.PAGE_STATS_MAX_PATHS, settings.TRANSITIONS_MAX_NEXT
     script_keys: list[str] = [keys.tombstones("pv")]
     args: list[str | int] = [
         int(window_s * 1000),
@@ -59,9 +68,10 @@ def queue_record(
         keys.page_stats_ttl(stats_days, weekly=True),
         max_paths,
         paths_slack(max_paths),
-        int(conf.settings.TRANSITIONS),
+        int(settings.TRANSITIONS),
         max_next,
         paths_slack(max_next),
+        settings.REPORT_CANDIDATES,
         repr(now),
     ]
     for view in views:
@@ -75,8 +85,8 @@ def queue_record(
             keys.sessions_started(name),
             keys.page_views(name),
             keys.path_views(name),
-            keys.view_ranking(day),
-            keys.view_ranking(week),
+            keys.top_viewers(day),
+            keys.top_viewers(week),
             keys.viewers_by_name(day),
             keys.viewers_by_name(week),
             keys.transitions(name, ""),
@@ -84,7 +94,7 @@ def queue_record(
         ]
         entry = json.dumps({"path": view.path, "ts": view.ts}, separators=(",", ":"))
         args += [view.user, entry, view.path, view.name or ""]
-    return pipe.script(SESSION_RECORD, script_keys, args)
+    return script_keys, args
 
 
 def page(client: Client, user: str, number: int, size: int) -> SessionPage | None:

@@ -1,9 +1,10 @@
 """System checks (Django's check framework): a wrong setup is reported by ``manage.py check`` (and
 by ``runserver`` and ``migrate``, which run it) rather than found later as missing data.
 
-None of them talks to Redis or the database: checks run before every management command.
-``ActivityConfig.ready`` registers them under the tag ``activity``; the one about production runs
-under ``check --deploy``. Silence one with ``SILENCED_SYSTEM_CHECKS = ["activity.W002"]``.
+None of them talks to Redis or the database but one: checks run before every management command.
+``ActivityConfig.ready`` registers them under the tag ``activity``; the ones about production run
+under ``check --deploy``, and the partition check among them reads Redis (one round trip).
+Silence one with ``SILENCED_SYSTEM_CHECKS = ["activity.W002"]``.
 """
 
 from __future__ import annotations
@@ -127,9 +128,31 @@ def visitor_cookie(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     ]
 
 
+def partitions(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``ACTIVITY_LAST_SEEN_PARTITIONS`` matches the last-seen layout in Redis (deploy only: it reads
+    Redis; Redis not answering is ``/healthz``'s to report, not this check's)."""
+    from activity import partitions as layout
+    from activity.errors import StoreUnavailable
+
+    try:
+        problems = layout.layout_problems()
+    except StoreUnavailable:
+        return []
+    return [
+        checks.Error(
+            f"ACTIVITY_LAST_SEEN_PARTITIONS and the data in Redis disagree: {problem}.",
+            hint="Set ACTIVITY_LAST_SEEN_PARTITIONS to the layout Redis holds, or move the data with "
+            "manage.py activity_partition_last_seen (README: Redis Cluster).",
+            id="activity.E005",
+        )
+        for problem in problems
+    ]
+
+
 def register() -> None:
     """Register every check (called by ``ActivityConfig.ready``; registering twice is harmless)."""
     for check in (middleware, beat_schedule, key_prefix):
         checks.register(check, TAG)
     checks.register(visitor_cookie, TAG, checks.Tags.security)
     checks.register(redis_url, TAG, deploy=True)
+    checks.register(partitions, TAG, deploy=True)

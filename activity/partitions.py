@@ -32,3 +32,18 @@ def migrate(step: int = 1000, progress: Callable[[int], None] | None = None) -> 
             if progress is not None:
                 progress(moved)
     return moved
+
+
+def layout_problems() -> list[str]:
+    """What disagrees between ``ACTIVITY_LAST_SEEN_PARTITIONS`` and the last seen in Redis (for
+    ``check --deploy``): data under a layout the setting does not read. One round trip."""
+    count = conf.settings.LAST_SEEN_PARTITIONS
+    unpartitioned, partitioned = store.layouts_holding_data(get_client())
+    if count == 1 and partitioned:
+        return [f"last seen is partitioned in Redis (partitions {partitioned[:5]}...) but the setting is 1"]
+    problems = []
+    if count > 1 and unpartitioned:
+        problems.append(f"the setting is {count} but unpartitioned last seen remains: run activity_partition_last_seen")
+    if count > 1 and any(i >= count for i in partitioned):
+        problems.append(f"partitions past the setting's {count} hold last seen (found {partitioned[-1]})")
+    return problems

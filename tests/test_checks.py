@@ -15,6 +15,8 @@ from django.conf import settings
 from django.core import checks
 from django.test import override_settings
 
+from activity import clock, partitions, services
+from activity.events import Event
 from activity.middleware import ActivityMiddleware
 from activity.tasks.schedule import beat_schedule
 
@@ -61,6 +63,20 @@ def test_redis_url_unset_fails_the_deploy_check_only():
         del settings.REDIS_URL
         assert "activity.E003" in found(deploy=True)
         assert "activity.E003" not in found(deploy=False)  # development uses the default
+
+
+def test_partition_setting_and_redis_layout_must_agree(redis_client):
+    assert "activity.E005" not in found(deploy=True)  # nothing stored: nothing to disagree with
+    services.record_events([Event("u1", clock.now())])  # unpartitioned last seen (the setting is 1)
+    assert "activity.E005" not in found(deploy=True)
+    with override_settings(ACTIVITY_LAST_SEEN_PARTITIONS=4):
+        assert "unpartitioned last seen remains" in found(deploy=True)["activity.E005"].msg
+        partitions.migrate()
+        assert "activity.E005" not in found(deploy=True)
+        assert "activity.E005" not in found(deploy=False)  # reads Redis: a deploy check only
+    assert "is partitioned in Redis" in found(deploy=True)["activity.E005"].msg
+    with override_settings(ACTIVITY_LAST_SEEN_PARTITIONS=2):
+        assert "partitions past the setting's 2" in found(deploy=True)["activity.E005"].msg
 
 
 def test_a_beat_schedule_without_the_flush_is_warned(monkeypatch):

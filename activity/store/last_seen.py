@@ -59,6 +59,19 @@ def partitions(count: int | None = None) -> list[Partition]:
     ]
 
 
+def layouts_holding_data(client: Client, probe: int = 64) -> tuple[bool, list[int]]:
+    """(whether the unpartitioned keys hold anything, which of partitions 0..``probe``-1 hold last
+    seen): what a deploy check compares with ``ACTIVITY_LAST_SEEN_PARTITIONS``. One round trip of
+    EXISTS, one key each (keys of several slots in one EXISTS would fail on a cluster)."""
+    pipe = client.pipeline(transaction=False)
+    for key in (keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed()):
+        pipe.exists(key)
+    for i in range(probe):
+        pipe.exists(keys.last_seen_partition(i))
+    found = pipe.execute()
+    return any(found[:3]), [i for i, exists in enumerate(found[3:]) if exists]
+
+
 def partition_of(user: str) -> Partition:
     """The partition holding ``user``."""
     parts = partitions()

@@ -59,14 +59,10 @@ NOT_ON_A_CLUSTER = {
         "drives one standalone server into OOM / READONLY / BUSY / MASTERDOWN / NOREPLICAS; a cluster node's "
         "failure is tests/test_cluster.py's"
     ),
-    # These count the standalone rebuild's SORT calls (or MONITOR one server to see them); on a
-    # cluster the same copy comes from lua/report_ranked.lua, whose rows every other report test
-    # compares, behind the same lock.
-    "tests/test_reports.py::test_stampede_of_50_cold_readers_runs_one_sort": "counts SORT calls",
-    "tests/test_reports.py::test_expiry_during_load_serves_stale_and_sorts_once_per_expiry": "counts SORT calls",
-    "tests/test_reports.py::test_refresh_rebuilds_only_reports_read_lately_and_soon_to_expire": "counts SORT calls",
+    # MONITORs one server for the standalone rebuild's commands; on a cluster the rebuild is one
+    # script (lua/report_ranked.lua) with its one SORT, counted by tests/test_reports.py there too.
     "tests/test_reports_scale.py::test_a_rebuild_sorts_only_the_top_k_in_a_fixed_number_of_commands": (
-        "MONITORs one server for the SORT"
+        "MONITORs one server for the standalone rebuild's commands"
     ),
     # Celery's broker is a separate standalone server on a cluster run; these read its queue from the
     # store's Redis.

@@ -41,7 +41,8 @@ def read(client: Client, report_id: str, first: int, size: int, marker: str, now
     One MULTI: PTTL and GET of the meta, LLEN and one LRANGE of the rows, and the ZADD of
     ``marker`` (``name:period``) that tells the refresh job the report is read.
     """
-    width = len(COLUMNS)
+    encoded = is_cluster(client)  # rows as "views NUL user NUL name" (lua/report_ranked.lua)
+    width = 1 if encoded else len(COLUMNS)
     pipe = client.pipeline(transaction=True)
     pipe.pttl(keys.report_meta(report_id))
     pipe.get(keys.report_meta(report_id))
@@ -52,8 +53,16 @@ def read(client: Client, report_id: str, first: int, size: int, marker: str, now
     pttl, generated, length, flat, _, _ = pipe.execute()
     if generated is None or pttl < 0:
         return None
-    rows = [tuple(flat[index : index + width]) for index in range(0, len(flat), width)]
+    if encoded:
+        rows = [_decoded(member) for member in flat]
+    else:
+        rows = [tuple(flat[index : index + width]) for index in range(0, len(flat), width)]
     return Copy(generated_at=float(generated), pttl_ms=pttl, count=length // width, rows=rows)
+
+
+def _decoded(member: str) -> tuple[str, str, str]:
+    views, user, name = member.split(keys.NAME_SEPARATOR, 2)
+    return user, name, str(int(views))
 
 
 def build_ranked(client: Client, report_id: str, period_key: str, top: int, keep_ms: int, now: float) -> None:
@@ -63,13 +72,14 @@ def build_ranked(client: Client, report_id: str, period_key: str, top: int, keep
     are ordered as SORT orders (views, then user id byte by byte), so their first K are the rows a
     SORT over every viewer would give.
 
-    A Redis 7.0 cluster refuses SORT's BY and GET patterns, so there the same rows come from one
-    script reading the top viewers' scores (their views) and names (``lua/report_ranked.lua``)."""
-    if is_cluster(client):
-        script_keys = [keys.top_viewers(period_key), keys.report_rows(report_id), keys.report_meta(report_id)]
-        RANKED(client, [*script_keys, keys.display_name("")], [top, keep_ms, repr(now)])
-        return
+    A Redis 7.0 cluster refuses SORT's BY and GET patterns, so there one script SORTs candidates
+    that carry their sort key, "views NUL user NUL name", into rows of one member each, in the same
+    order (``lua/report_ranked.lua``); ``read`` splits them."""
     candidates = keys.report_candidates(report_id)
+    if is_cluster(client):
+        copy = [keys.report_rows(report_id), keys.report_meta(report_id), keys.display_name("")]
+        RANKED(client, [keys.top_viewers(period_key), candidates, *copy], [top, keep_ms, repr(now)])
+        return
     pipe = client.pipeline(transaction=True)
     pipe.zrangestore(candidates, keys.top_viewers(period_key), 0, top - 1, desc=True)
     pipe.sort(

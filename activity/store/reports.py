@@ -25,6 +25,7 @@ from activity.store.scripts import LuaScript
 COLUMNS = ("user", "name", "views")  # the GET patterns of a ranked report, in this order
 BY_NAME = LuaScript("report_by_name")
 RANKED = LuaScript("report_ranked")
+READ = LuaScript("report_read")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,19 +39,14 @@ class Copy:
 def read(client: Client, report_id: str, first: int, size: int, marker: str, now: float, window_s: int) -> Copy | None:
     """Rows ``first``..``first + size - 1`` of the stored copy, or None when there is none.
 
-    One MULTI: PTTL and GET of the meta, LLEN and one LRANGE of the rows, and the ZADD of
-    ``marker`` (``name:period``) that tells the refresh job the report is read.
+    One script (``lua/report_read.lua``): PTTL and GET of the meta, LLEN and one LRANGE of the
+    rows, and the ZADD of ``marker`` (``name:period``) that tells the refresh job the report is read.
     """
     encoded = is_cluster(client)  # rows as "views NUL user NUL name" (lua/report_ranked.lua)
     width = 1 if encoded else len(COLUMNS)
-    pipe = client.pipeline(transaction=True)
-    pipe.pttl(keys.report_meta(report_id))
-    pipe.get(keys.report_meta(report_id))
-    pipe.llen(keys.report_rows(report_id))
-    pipe.lrange(keys.report_rows(report_id), first * width, (first + size) * width - 1)
-    pipe.zadd(keys.reports_read(), {marker: now})
-    pipe.expire(keys.reports_read(), window_s)
-    pttl, generated, length, flat, _, _ = pipe.execute()
+    script_keys = [keys.report_meta(report_id), keys.report_rows(report_id), keys.reports_read()]
+    page = [first * width, (first + size) * width - 1]
+    pttl, generated, length, flat = READ(client, script_keys, [*page, marker, repr(now), window_s])
     if generated is None or pttl < 0:
         return None
     if encoded:

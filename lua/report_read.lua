@@ -1,0 +1,19 @@
+-- Read one page of a cached report copy, atomically, and mark the report as read: the copy's
+-- remaining life and build time, its length and the page's rows describe the same copy, and the
+-- refresh job learns someone reads it. A script rather than MULTI, so the read can share its round
+-- trip with other commands (store/round_trip.py) on a Redis Cluster too.
+--
+-- KEYS[1]  the copy's meta (string: build time)
+-- KEYS[2]  the copy's rows (list)
+-- KEYS[3]  the reports read lately (zset marker -> time read)
+-- ARGV[1]  the first and ARGV[2] the last list index of the page
+-- ARGV[3]  the marker (report:period), ARGV[4] now, ARGV[5] the read set's TTL, seconds
+-- Returns  {PTTL of the meta, the build time or false, the rows' length, the page's entries}
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
+redis.call('EXPIRE', KEYS[3], ARGV[5])
+return {
+  redis.call('PTTL', KEYS[1]),
+  redis.call('GET', KEYS[1]),
+  redis.call('LLEN', KEYS[2]),
+  redis.call('LRANGE', KEYS[2], ARGV[1], ARGV[2]),
+}

@@ -28,7 +28,7 @@ from celery import current_app
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from activity import calendar, clock, conf, groups, reports
+from activity import calendar, clock, conf, groups, rate_limits, reports
 from activity.errors import StoreUnavailable
 from activity.events import iso
 from activity.managers import account_candidates
@@ -101,6 +101,7 @@ def _where(user: str, now: float) -> store.Where:
         report_copies=reports.copies_of(periods),
         bitmaps=[bitmap for _, bitmap in day_bitmaps] + sorted(longer),
         day_bitmaps=day_bitmaps,
+        rate_counters=rate_limits.user_counters(user),
     )
 
 

@@ -13,9 +13,12 @@ Redis answer 503 on their own, and the ones that do not (the OpenAPI document) s
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 from typing import Any
+
+from rest_framework.settings import api_settings
 
 from activity import clock
 from activity.errors import StoreUnavailable
@@ -28,6 +31,39 @@ from activity.store.scripts import Pipeline
 logger = logging.getLogger("activity.rate_limits")
 
 MAX_BLOCKED = 10_000  # clients remembered as over their limit, per process (the oldest forgotten)
+MAX_IDENT = 64
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def rates() -> dict[str, tuple[int, int]]:
+    """Each throttle scope's (requests, window seconds), from DRF's ``DEFAULT_THROTTLE_RATES``."""
+    found = {}
+    for scope, text in api_settings.DEFAULT_THROTTLE_RATES.items():
+        if text is not None:
+            count, period = text.split("/")
+            found[scope] = (int(count), UNITS[period[0]])
+    return found
+
+
+def short(ident: str) -> str:
+    """An identity bounded in length (a hash for the rare long one)."""
+    return ident if len(ident) <= MAX_IDENT else hashlib.blake2b(ident.encode(), digest_size=16).hexdigest()
+
+
+def user_ident(user: str) -> str:
+    """How a signed-in user is counted."""
+    return f"user:{short(user)}"
+
+
+def user_counters(user: str) -> list[str]:
+    """The Redis counters that may name ``user`` now: each scope's current and previous window (a
+    counter outlives its window by a second). For an erase."""
+    now, ident = clock.now(), user_ident(user)
+    found = []
+    for scope, (_, duration) in rates().items():
+        window, _ = store.window_of(now, duration)
+        found += [store.counter_key(scope, ident, window), store.counter_key(scope, ident, window - 1)]
+    return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,6 +81,13 @@ def test_api_delete_erases_everywhere_and_answers_204(staff_api, redis_client):
     assert "bystander" in str(redis_client.zrange(keys.last_seen(), 0, -1))  # others untouched
 
 
+def test_an_erase_takes_the_users_throttle_counters_too(member, member_api, staff_api, redis_client):
+    member_api.get(f"/api/v1/users/{member.pk}/last-seen/")  # a request: the member's counter
+    assert any("throttle counter" in trace for trace in redis_traces(str(member.pk)))
+    assert staff_api.delete(f"/api/v1/users/{member.pk}/activity/").status_code == 204
+    assert_no_trace(str(member.pk), tables=False)
+
+
 def test_api_delete_needs_staff_validates_and_404s_the_unknown(member, member_api, staff_api, redis_client):
     seed(GONE)
     assert APIClient().delete(f"/api/v1/users/{GONE}/activity/").status_code == 401

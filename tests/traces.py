@@ -26,9 +26,8 @@ def redis_traces(user: str) -> list[str]:
 
     A key is named by the user when its family's ``<user>`` placeholder is the id; members are
     looked for where ids are members (sorted sets: last seen, rankings, views, ``name NUL user``
-    entries; report rows; the first-visit hashes' visitor-id fields; bitmaps' bits). Rate-limit
-    counters (``rate:<scope>:user:<pk>:<window>``) are left out: they live one throttle window and
-    are not erased (docs/privacy.md).
+    entries; report rows; the first-visit hashes' visitor-id fields; bitmaps' bits). Throttle
+    counters name the user in the key (``rate:<scope>:user:<pk>:<window>``).
     """
     client = _raw_client()
     ident, visitor = user.encode(), visitors.user_visitor_id(user)
@@ -41,6 +40,8 @@ def redis_traces(user: str) -> list[str]:
             declared = keys.family_of(name)
             if declared is not None and declared[1].get("user") == user:
                 found.append(f"{name}: named by the id")
+            elif name.startswith(f"{prefix.decode()}rate:") and f":user:{user}:" in name:
+                found.append(f"{name}: a throttle counter named by the id")
             kind = client.type(key).decode()
             if kind == "string":
                 if b":bits:" in key and bit is not None and client.getbit(key, bit):

@@ -10,18 +10,13 @@ becomes a 4,000-character key. Here the address is ``REMOTE_ADDR`` unless that i
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 from typing import Any
 
 from rest_framework.request import Request
-from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
 from activity import conf, rate_limits
-
-MAX_IDENT = 64
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -57,22 +52,13 @@ def client_address(request: Request) -> str:
     return str(client)
 
 
-def _short(ident: str) -> str:
-    """An identity bounded in length (a hash for the rare long one)."""
-    return ident if len(ident) <= MAX_IDENT else hashlib.blake2b(ident.encode(), digest_size=16).hexdigest()
-
-
 class FixedWindowThrottle(BaseThrottle):
     """A rate from ``DEFAULT_THROTTLE_RATES[scope]``, counted per client in a fixed window."""
 
     scope = ""
 
     def rate(self, view: Any) -> tuple[int, int] | None:
-        text = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope_of(view))
-        if text is None:
-            return None
-        count, period = text.split("/")
-        return int(count), UNITS[period[0]]
+        return rate_limits.rates().get(self.scope_of(view))
 
     def scope_of(self, view: Any) -> str:
         return self.scope
@@ -80,7 +66,7 @@ class FixedWindowThrottle(BaseThrottle):
     def ident(self, request: Request) -> str | None:
         """Who is counted: the user when signed in, else the client address; None: not throttled."""
         if request.user and request.user.is_authenticated:
-            return f"user:{_short(str(request.user.pk))}"
+            return rate_limits.user_ident(str(request.user.pk))
         return f"ip:{client_address(request)}"
 
     def allow_request(self, request: Request, view: Any) -> bool:

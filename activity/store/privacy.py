@@ -34,6 +34,7 @@ class Where:
     report_copies: Sequence[str]  # ranked report copies of those periods
     bitmaps: Sequence[str]  # active-user bitmaps of the retained days, weeks and months
     day_bitmaps: Sequence[tuple[str, str]]  # (day name, its bitmap), for the export's active days
+    rate_counters: Sequence[str]  # throttle counters that may name the user (no hash tag: one DEL each)
 
 
 def _queue_erase(
@@ -71,6 +72,8 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
         _queue_erase(pipe, keys.tombstones("au"), user, au, now, until),
         _queue_erase(pipe, where.visitor_tombstones, where.visitor, [(where.visitor_hash, "hdel")], now, until),
     ]
+    for key in where.rate_counters:
+        pipe.delete(key)
     pipe.smembers(keys.user_groups(user))
     results = pipe.execute()
     return sum(results[i] for i in calls), sorted(results[-1])

@@ -19,6 +19,10 @@ def window_of(now: float, window_s: int) -> tuple[int, float]:
     return window, (window + 1) * window_s
 
 
+def counter_key(scope: str, ident: str, window: int) -> str:
+    return keys.rate_limit(scope, ident, window)
+
+
 def queue_hit(pipe: Pipeline, scope: str, ident: str, window_s: int, now: float) -> int:
     """Queue one request of ``ident`` in the current ``window_s`` window of ``scope``; the reply at
     the returned index is the window's count so far."""

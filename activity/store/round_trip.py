@@ -48,10 +48,12 @@ def collecting() -> Iterator[None]:
 def ride(rider: Rider, client: Redis) -> None:
     """Queue ``rider`` for the request's next round trip; outside ``collecting()``, send it now."""
     pending = _pending.get()
-    if pending is None:
-        _send(client, [rider])
-    else:
+    if pending is not None:
         pending.append(rider)
+        return
+    with collecting():
+        ride(rider, client)
+        _send(client)
 
 
 def waiting() -> bool:
@@ -85,16 +87,11 @@ def carry(client: Redis, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
 def send_pending(client: Redis, succeeded: bool) -> None:
     """Send the riders nothing took aboard (one round trip; none when no rider waits)."""
     pending = _pending.get()
-    if not pending:
-        return
-    riders = [rider for rider in pending if succeeded or not rider.needs_success]
-    pending.clear()
-    if riders:
-        _send(client, riders)
+    if pending:
+        pending[:] = [rider for rider in pending if succeeded or not rider.needs_success]
+        _send(client)
 
 
-def _send(client: Redis, riders: list[Rider]) -> None:
-    pipe = client.pipeline(transaction=False)
-    for rider in riders:
-        rider.queue(pipe)
-    arrive(riders, pipe.execute())
+def _send(client: Redis) -> None:
+    """The waiting riders alone: a pipeline of no command of its own takes them aboard."""
+    client.pipeline(transaction=False).execute()

@@ -10,6 +10,7 @@ all in one round trip. N = 1 is the unpartitioned layout (and its key names).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import zlib
 from collections import defaultdict
@@ -40,15 +41,22 @@ class Partition:
     tombstones: str
 
 
-def partitions(count: int | None = None) -> list[Partition]:
+def partitions(count: int | None = None) -> tuple[Partition, ...]:
     """Every partition of ``count`` (default: ``ACTIVITY_LAST_SEEN_PARTITIONS``); 1 is the
     unpartitioned layout."""
     count = conf.settings.LAST_SEEN_PARTITIONS if count is None else count
     if count < 1:
         raise ImproperlyConfigured(f"ACTIVITY_LAST_SEEN_PARTITIONS must be at least 1, not {count}")
+    return _partitions(count, keys.prefix())
+
+
+@functools.lru_cache(maxsize=16)
+def _partitions(count: int, prefix: str) -> tuple[Partition, ...]:
+    """The key names of ``count`` partitions under ``prefix`` (the names' only other input), built
+    once rather than on every write and read: four keys a partition, up to dozens of partitions."""
     if count == 1:
-        return [Partition(keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed(), keys.tombstones("ls"))]
-    return [
+        return (Partition(keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed(), keys.tombstones("ls")),)
+    return tuple(
         Partition(
             keys.last_seen_partition(i),
             keys.last_seen_dirty_partition(i),
@@ -56,7 +64,7 @@ def partitions(count: int | None = None) -> list[Partition]:
             keys.tombstones(f"ls:{i}"),
         )
         for i in range(count)
-    ]
+    )
 
 
 def layouts_holding_data(client: Client, probe: int = 64) -> tuple[bool, list[int]]:

@@ -13,6 +13,7 @@ Redis answer 503 on their own, and the ones that do not (the OpenAPI document) s
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -35,14 +36,16 @@ MAX_IDENT = 64
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def rates() -> dict[str, tuple[int, int]]:
-    """Each throttle scope's (requests, window seconds), from DRF's ``DEFAULT_THROTTLE_RATES``."""
-    found = {}
-    for scope, text in api_settings.DEFAULT_THROTTLE_RATES.items():
-        if text is not None:
-            count, period = text.split("/")
-            found[scope] = (int(count), UNITS[period[0]])
-    return found
+def rate_of(scope: str) -> tuple[int, int] | None:
+    """The scope's (requests, window seconds) from DRF's ``DEFAULT_THROTTLE_RATES``; None: unlimited."""
+    text = api_settings.DEFAULT_THROTTLE_RATES.get(scope)
+    return None if text is None else _parsed(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(rate: str) -> tuple[int, int]:
+    count, period = rate.split("/")
+    return int(count), UNITS[period[0]]
 
 
 def short(ident: str) -> str:
@@ -60,8 +63,11 @@ def user_counters(user: str) -> list[str]:
     counter outlives its window by a second). For an erase."""
     now, ident = clock.now(), user_ident(user)
     found = []
-    for scope, (_, duration) in rates().items():
-        window, _ = store.window_of(now, duration)
+    for scope in api_settings.DEFAULT_THROTTLE_RATES:
+        rate = rate_of(scope)
+        if rate is None:
+            continue
+        window, _ = store.window_of(now, rate[1])
         found += [store.counter_key(scope, ident, window), store.counter_key(scope, ident, window - 1)]
     return found
 

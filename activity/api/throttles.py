@@ -58,7 +58,7 @@ class FixedWindowThrottle(BaseThrottle):
     scope = ""
 
     def rate(self, view: Any) -> tuple[int, int] | None:
-        return rate_limits.rates().get(self.scope_of(view))
+        return rate_limits.rate_of(self.scope_of(view))
 
     def scope_of(self, view: Any) -> str:
         return self.scope

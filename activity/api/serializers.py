@@ -97,7 +97,7 @@ class PathField(_CleanedField):
 
 
 class EventSerializer(serializers.Serializer):
-    """One event's shape, for the OpenAPI document; ``EventListField`` validates the batch."""
+    """One event's shape, for the OpenAPI document; ``clean_batch`` validates the batch."""
 
     user = UserIdField()
     ts = TimestampField(required=False)
@@ -105,20 +105,15 @@ class EventSerializer(serializers.Serializer):
 
 
 class EventListField(serializers.ListField):
-    """The batch, validated whole by ``activity.events.clean_events`` (the Celery task's validator
-    too); its value is a list of ``Event``."""
+    """The batch's shape, for the OpenAPI document."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(child=EventSerializer(), allow_empty=False, **kwargs)
 
-    def to_internal_value(self, data: Any) -> Any:
-        try:
-            return clean_events(data)
-        except InvalidBatch as error:
-            raise serializers.ValidationError(error.errors["events"]) from None
-
 
 class EventBatchSerializer(serializers.Serializer):
+    """The ingest request as the OpenAPI document describes it; ``clean_batch`` validates one."""
+
     events = EventListField()
 
     def get_fields(self) -> dict[str, serializers.Field]:

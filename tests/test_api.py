@@ -199,9 +199,7 @@ class TestOperations:
         assert docs.status_code == 200
         assert b"cdn" not in docs.content.lower() and b"/static/drf_spectacular_sidecar/" in docs.content
 
-    def test_throttled_is_429_with_retry_after(self, staff_api, redis_client, monkeypatch):
-        moment = clock.now()
-        monkeypatch.setattr(clock, "now", lambda: moment - moment % 60 + 30)  # mid-window: no boundary
+    def test_throttled_is_429_with_retry_after(self, staff_api, redis_client, mid_minute):
         framework = {**settings.REST_FRAMEWORK}
         framework["DEFAULT_THROTTLE_RATES"] = {**framework["DEFAULT_THROTTLE_RATES"], "ingest": "2/min"}
         with override_settings(REST_FRAMEWORK=framework):

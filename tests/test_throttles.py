@@ -29,7 +29,7 @@ def statuses(client: Client, n: int, **headers: str) -> list[int]:
     return [client.get(SCHEMA, **headers).status_code for _ in range(n)]
 
 
-def test_a_rotating_forwarded_header_does_not_make_a_new_client(redis_client):
+def test_a_rotating_forwarded_header_does_not_make_a_new_client(redis_client, mid_minute):
     with rates(anon="3/min"):
         codes = [
             Client().get(SCHEMA, HTTP_X_FORWARDED_FOR=f"203.0.113.{n}", REMOTE_ADDR="198.51.100.7").status_code
@@ -40,7 +40,7 @@ def test_a_rotating_forwarded_header_does_not_make_a_new_client(redis_client):
     assert list(counters(redis_client).values()) == ["3"]
 
 
-def test_a_trusted_proxy_forwards_the_client_address(redis_client):
+def test_a_trusted_proxy_forwards_the_client_address(redis_client, mid_minute):
     proxy = {"REMOTE_ADDR": "10.1.2.3"}
     with rates(anon="2/min"), override_settings(ACTIVITY_TRUSTED_PROXIES="10.0.0.0/8"):
         first = statuses(Client(), 3, HTTP_X_FORWARDED_FOR="203.0.113.1, 10.9.9.9", **proxy)

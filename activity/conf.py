@@ -43,6 +43,8 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a process remembers who it recorded as active (or visiting) on a day, so it does not
     # write that again on every request (0: write it every time).
     "ACTIVITY_DAY_WRITES_CACHE": 60,
+    # Seconds between two moves of an API caller's own last seen by one process (0: every request).
+    "ACTIVITY_CALLER_SEEN_EVERY": 1,
     # Seconds a process keeps an API token and its user after reading them from the database.
     "ACTIVITY_TOKEN_CACHE_TTL": 30,
     # Proxies (addresses or networks) whose X-Forwarded-For is believed for the client address.
@@ -88,6 +90,11 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_REPORT_CANDIDATES": 1000,
     "ACTIVITY_REPORT_WAIT": 5.0,
     "ACTIVITY_REPORT_REFRESH_INTERVAL": 15,
+    # New viewers' by-name entries wait in a pending set; each by-name read merges one slice of
+    # them into the index, and each refresh run at most SLICES_PER_RUN slices per period. A slice
+    # of 25 into a million-member index holds Redis about 0.4 ms (bench.reports_scale).
+    "ACTIVITY_REPORT_MERGE_SLICE": 25,
+    "ACTIVITY_REPORT_MERGE_SLICES_PER_RUN": 1000,
     "ACTIVITY_REPORT_READ_WINDOW": 600,
     # Group views (GET /api/v1/groups/<id>/members/): lifetime, and how live updates reach them.
     "ACTIVITY_GROUP_VIEW_TTL": 300,
@@ -124,6 +131,8 @@ _PATTERNS = {"ACTIVITY_BOT_PATTERNS"}
 
 # (larger, smaller): settings that may not be below another one, checked whenever either is read.
 _AT_LEAST = (("ACTIVITY_REPORT_CANDIDATES", "ACTIVITY_REPORT_TOP"),)
+# Settings that may not be below a number, checked whenever read (0 slices would never merge).
+_MINIMUM = {"ACTIVITY_REPORT_MERGE_SLICE": 1, "ACTIVITY_REPORT_MERGE_SLICES_PER_RUN": 1}
 
 _cache: dict[str, Any] = {}
 
@@ -138,9 +147,11 @@ def get(name: str) -> Any:
 
 
 def _read(name: str) -> Any:
-    """The setting coerced; ImproperlyConfigured when it breaks an ``_AT_LEAST`` pair (a wrong value
-    fails where it is first used, not later as a wrong result)."""
+    """The setting coerced; ImproperlyConfigured when it breaks an ``_AT_LEAST`` pair or a
+    ``_MINIMUM`` (a wrong value fails where it is first used, not later as a wrong result)."""
     value = _coerce(name)
+    if name in _MINIMUM and value < _MINIMUM[name]:
+        raise ImproperlyConfigured(f"{name} ({value}) must be at least {_MINIMUM[name]}")
     for larger, smaller in _AT_LEAST:
         if name in (larger, smaller):
             big, small = (value, _coerce(smaller)) if name == larger else (_coerce(larger), value)
@@ -164,10 +175,13 @@ def _coerce(name: str) -> Any:
 
 
 class _Settings:
-    """Attribute access to the settings: ``conf.settings.ONLINE_WINDOW``."""
+    """Attribute access to the settings: ``conf.settings.ONLINE_WINDOW``. A value read once becomes
+    an attribute, so later reads (dozens a request) are plain attribute reads."""
 
     def __getattr__(self, attr: str) -> Any:
-        return get(f"ACTIVITY_{attr}")
+        value = get(f"ACTIVITY_{attr}")
+        setattr(self, attr, value)
+        return value
 
 
 settings = _Settings()
@@ -175,6 +189,7 @@ settings = _Settings()
 
 def _forget(*, setting: str, **kwargs: Any) -> None:
     _cache.pop(setting, None)
+    vars(settings).pop(setting.removeprefix("ACTIVITY_"), None)
 
 
 setting_changed.connect(_forget)

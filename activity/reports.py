@@ -11,7 +11,13 @@ so their readers keep hitting the cache.
 
 The by-name report (``active-by-name``) lists every viewer, so no bounded copy could hold it and a
 full SORT would hold Redis for as long as there are viewers: it is read straight from the by-name
-index the page-view script keeps in order, a page per round trip, always current (``X-Cache: hit``).
+index, a page per round trip. The page-view script leaves a new viewer's entry in the period's
+pending set (an SADD is cheaper than an ordered insert into a million-member index); each read
+first merges one slice of them (``ACTIVITY_REPORT_MERGE_SLICE``) in the same call, and the beat
+job drains the rest of the current day's and week's, a slice per call, at most
+``ACTIVITY_REPORT_MERGE_SLICES_PER_RUN`` calls a period and run. A read that leaves entries pending
+lacks those users and says so: ``X-Cache: stale`` (otherwise ``hit``); at most a refresh interval
+later they are in, unless new viewers arrive faster than a run merges.
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ class Policy:
     wait_s: float  # lock TTL, and how long a reader without a copy waits for the holder's build
     top: int  # rows kept by ``top`` reports
     read_window_s: int  # reports read this recently are kept fresh by the refresh job
+    merge_slice: int  # pending by-name entries merged into the index per call
+    merge_slices: int  # merge calls per period in one refresh run
 
     @classmethod
     def current(cls) -> Policy:
@@ -72,6 +80,8 @@ class Policy:
             wait_s=settings.REPORT_WAIT,
             top=settings.REPORT_TOP,
             read_window_s=settings.REPORT_READ_WINDOW,
+            merge_slice=settings.REPORT_MERGE_SLICE,
+            merge_slices=settings.REPORT_MERGE_SLICES_PER_RUN,
         )
 
 
@@ -139,16 +149,34 @@ def build_copy(report: Report, period: str, now: float, policy: Policy) -> None:
     store.build_ranked(get_client(), _copy_id(report, period, now), period_key, policy.top, keep_ms, now)
 
 
-def _read_index(period: str, now: float, number: int, size: int, policy: Policy) -> Snapshot:
-    """A page of the by-name index: current as of now, so fresh for a report TTL like a new copy."""
+def _read_index(period: str, now: float, number: int, size: int, policy: Policy) -> tuple[Snapshot, str]:
+    """A page of the by-name index after merging one slice of its pending entries, and how it was
+    served: ``hit`` when nothing is left pending (current as of now, so fresh for a report TTL like
+    a new copy), else ``stale`` (the users still pending are missing; ``expires_in`` 0)."""
     first = (number - 1) * size
-    period_key = calendar.period_name(period, calendar.day_of(now))
-    count, found = store.read_by_name(get_client(), period_key, first, size)
+    found = store.read_by_name(get_client(), period, calendar.day_of(now), first, size, policy.merge_slice)
     rows = [
         {"rank": first + index + 1, "user": user, "name": name, "views": views}
-        for index, (user, name, views) in enumerate(found)
+        for index, (user, name, views) in enumerate(found.rows)
     ]
-    return Snapshot(generated_at=now, expires_in=policy.ttl_ms / 1000, fresh=True, count=count, rows=rows)
+    current = found.pending == 0
+    expires_in = policy.ttl_ms / 1000 if current else 0
+    snapshot = Snapshot(generated_at=now, expires_in=expires_in, fresh=current, count=found.count, rows=rows)
+    return snapshot, "hit" if current else "stale"
+
+
+def merge_pending(period: str, now: float, policy: Policy) -> tuple[int, int]:
+    """Move the pending by-name entries of the current ``period`` into its index, one slice per
+    call (each its own round trip, so no call holds Redis long), until none is left or after
+    ``policy.merge_slices`` calls: a run's work is bounded whatever the backlog. Returns (entries
+    merged, entries still pending)."""
+    merged, pending, day = 0, 0, calendar.day_of(now)
+    for _ in range(policy.merge_slices):
+        found = store.merge_by_name(get_client(), period, day, policy.merge_slice)
+        merged, pending = merged + found.merged, found.pending
+        if pending == 0:
+            break
+    return merged, pending
 
 
 def lock_name(report: Report, period: str, now: float) -> str:
@@ -175,15 +203,19 @@ def page(name: str, period: str = "day", number: int = 1, size: int = 50) -> tup
     the holder it waited for). Raises ``UnknownReport``."""
     report, policy, now = _report(name), Policy.current(), clock.now()
     if not report.ranked:
-        return _read_index(period, now, number, size, policy), "hit"
+        return _read_index(period, now, number, size, policy)
     return cached.serve(_copy(report, period, now, policy, number, size))
 
 
 def refresh() -> int:
-    """Rebuild the reports read within ``ACTIVITY_REPORT_READ_WINDOW`` whose fresh copy has less than
-    two refresh intervals left; returns how many were built. Each rebuild takes the report's lock,
-    so two beat instances never both run its SORT."""
+    """Merge the current day's and week's pending by-name entries into their indexes (bounded:
+    ``merge_pending``), then rebuild the reports read within ``ACTIVITY_REPORT_READ_WINDOW`` whose
+    fresh copy has less than two refresh intervals left; returns how many were built. Each rebuild
+    takes the report's lock, so two beat instances never both run its SORT; two merging at once
+    only split the slices between them (each SPOP takes its own entries)."""
     policy, now = Policy.current(), clock.now()
+    for period in PERIODS:
+        merge_pending(period, now, policy)
     margin_ms = 2 * conf.settings.REPORT_REFRESH_INTERVAL * 1000
     built = 0
     for marker in store.read_since(get_client(), now - policy.read_window_s):
@@ -199,9 +231,11 @@ def refresh() -> int:
 
 def rebuild(name: str, period: str = "day") -> str:
     """Rebuild a report now, fresh copy or not (the admin's "recompute now"): ``built``, ``busy``
-    when another client holds its rebuild lock (that build is the recompute), or ``fresh`` for a
-    report read from its index (always current). Raises ``UnknownReport``."""
-    report, policy = _report(name), Policy.current()
+    when another client holds its rebuild lock (that build is the recompute); for a report read
+    from its index, its pending entries are merged as a refresh run merges them: ``built`` when
+    some moved, ``fresh`` when none was pending. Raises ``UnknownReport``."""
+    report, policy, now = _report(name), Policy.current(), clock.now()
     if not report.ranked:
-        return "fresh"
-    return cached.build_unless_fresh(_copy(report, period, clock.now(), policy), margin_ms=policy.ttl_ms)
+        merged, _ = merge_pending(period, now, policy)
+        return "built" if merged else "fresh"
+    return cached.build_unless_fresh(_copy(report, period, now, policy), margin_ms=policy.ttl_ms)

@@ -16,10 +16,14 @@ so both meet the same noise of a shared machine, and what SLOWLOG gives that con
 beyond its work is the machine's. Each load gets the probe's latency percentiles in its windows,
 its slowest commands (SLOWLOG) and its costliest command on average (INFO commandstats).
 
-Then the page-view script of the working tree (top viewers and by-name indexes; transitions off, then
-on) against the one before issue 16 (viewer sets, no by-name index, no transitions), Redis-side time
-per view on rotating calls for returning viewers, first views and views within a live session, and
-MEMORY USAGE per viewer of the top viewers, the by-name index and the old viewer set.
+Then the page-view script of the working tree (top viewers and pending by-name entries; transitions
+off, then on) against the one before issue 16 (viewer sets, no by-name index, no transitions),
+Redis-side time per view on rotating calls for returning viewers, first views and views within a
+live session, and MEMORY USAGE per viewer of the top viewers, the by-name index and the old viewer
+set. The by-name entries the page views leave pending are merged into the indexes as the service
+merges them (a slice per call, ``reports.merge_pending``), each call timed: once after the seed
+(indexes growing from empty to N) and once after the page-view comparison (its first views' entries
+into the N-member indexes: the steady state), so the first view's cost is seen where it went.
 
     python -m bench.reports_scale [--viewers 1000000] [--seconds 20] [--workers 2]
 
@@ -44,6 +48,7 @@ import subprocess
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -132,6 +137,7 @@ def run(args: argparse.Namespace, url: str, started: float, redis_nice: int) -> 
     print(f"seeded {args.viewers:,} viewers through record_events in {seed_s:.0f} s")
     old_s = harness.timed(lambda: seed_old_shapes(raw, args.viewers, now))
     print(f"old shapes' input (29 more daily bitmaps and HLLs, viewer sets) in {old_s:.0f} s")
+    merges = {"after the seed": merge_pending(raw, now)}
     memory = memory_per_viewer(raw, args.viewers, now)
     # The seed wrote a week's session lists in minutes; let them expire (in production they expire
     # a week's worth over a week) so the phases do not measure that burst of deletions.
@@ -150,6 +156,7 @@ def run(args: argparse.Namespace, url: str, started: float, redis_nice: int) -> 
         for scenario in SCENARIOS
         for batch, calls in PAGE_VIEW_CALLS.items()
     ]
+    merges["after the page views"] = merge_pending(raw, now)
     sizes = {
         "viewers": args.viewers,
         "page_views": page_views,
@@ -161,7 +168,7 @@ def run(args: argparse.Namespace, url: str, started: float, redis_nice: int) -> 
         "run_s": round(time.monotonic() - started, 1),
         "used_memory_mb": round(raw.info("memory")["used_memory"] / 2**20, 1),
     }
-    report(sizes, phases, costs, memory)
+    report(sizes, phases, costs, memory, merges)
 
 
 # --- seeding --------------------------------------------------------------------------------------
@@ -568,6 +575,49 @@ def _git_show(source: str) -> bytes:
     return subprocess.run(["git", "show", source], cwd=ROOT, capture_output=True, check=True).stdout
 
 
+# --- the by-name merge -------------------------------------------------------------------------------
+
+
+def merge_pending(raw: redis.Redis, now: float) -> dict[str, Any]:
+    """Merge every pending by-name entry of the day and the week into their indexes as the service
+    does (``reports.merge_pending``, one slice of ``ACTIVITY_REPORT_MERGE_SLICE`` per call), each
+    call timed by the INFO commandstats that follows it: Redis us per merged entry, the median,
+    p99 and slowest call, and MEMORY USAGE per pending entry of the week's set before it drains."""
+    from activity import calendar, reports
+    from activity.store import keys
+
+    policy = replace(reports.Policy.current(), merge_slices=1)  # one call per merge_pending
+    week = calendar.period_name("week", calendar.day_of(now))
+    pending_key = keys.viewers_by_name_pending(week)
+    waiting = raw.scard(pending_key)
+    pending_bytes = raw.memory_usage(pending_key, samples=0) / waiting if waiting else 0.0
+    calls_us: list[int] = []
+    merged = 0
+    started = time.monotonic()
+    for period in ("day", "week"):
+        pending = 1
+        while pending:
+            before = _evalsha_us(raw)
+            moved, pending = reports.merge_pending(period, now, policy)
+            calls_us.append(_evalsha_us(raw) - before)
+            merged += moved
+    quantiles = statistics.quantiles(calls_us, n=100, method="inclusive") if len(calls_us) > 1 else calls_us * 99
+    result = {
+        "entries": merged,
+        "calls": len(calls_us),
+        "slice": policy.merge_slice,
+        "index_members": raw.zcard(keys.viewers_by_name(week)),
+        "us_per_entry": round(sum(calls_us) / merged, 2) if merged else 0.0,
+        "median_call_us": statistics.median(calls_us),
+        "p99_call_us": quantiles[98],
+        "slowest_call_us": max(calls_us),
+        "pending_bytes_per_entry": round(pending_bytes, 1),
+        "wall_s": round(time.monotonic() - started, 1),
+    }
+    print("by-name merge", result)
+    return result
+
+
 # --- memory -----------------------------------------------------------------------------------------
 
 
@@ -613,7 +663,11 @@ def _met(ok: bool) -> str:
 
 
 def report(
-    sizes: dict[str, Any], phases: dict[str, Any], page_views: list[dict[str, Any]], memory: dict[str, float]
+    sizes: dict[str, Any],
+    phases: dict[str, Any],
+    page_views: list[dict[str, Any]],
+    memory: dict[str, float],
+    merges: dict[str, dict[str, Any]],
 ) -> None:
     """The issue's targets next to the measurements: bench/results/reports_scale.{json,md}."""
     now, control, before = (phases[name] for name in ("incremental", "control", "full_sort"))
@@ -644,6 +698,20 @@ def report(
                 _met(cost["new_over_old"] <= 1.15),
             ]
         )
+    for when, merge in merges.items():
+        table.append(
+            [
+                f"by-name merge {when}, Redis us per merged entry ({merge['entries']:,} entries in "
+                f"{merge['calls']:,} calls of up to {merge['slice']}, into indexes of up to "
+                f"{merge['index_members']:,})",
+                "",
+                f"{merge['us_per_entry']:.1f} (call: median {_ms(merge['median_call_us'] / 1000)} ms, p99 "
+                f"{_ms(merge['p99_call_us'] / 1000)} ms, slowest {_ms(merge['slowest_call_us'] / 1000)} ms)",
+                "",
+                "",
+                "",
+            ]
+        )
     table.append(
         [
             "memory per weekly viewer, bytes (week keys; the day's add as much)",
@@ -672,13 +740,22 @@ def report(
         "Page-view script: Redis-side time (INFO commandstats) of each call, the working tree's script (transitions "
         f"off, then on) and the one before issue 16 (`git show {OLD_SCRIPT}`) in rotating order on batches of their "
         "own: returning viewers (sessions over), first views of the period, and views in a live session (a pool of "
-        f"{IN_SESSION_POOL:,} viewers); medians of per-call ratios. "
+        f"{IN_SESSION_POOL:,} viewers); medians of per-call ratios. By-name merge: the pending entries of the "
+        "day and the week moved into their indexes by `reports.merge_pending`, one slice per call, each call's "
+        "Redis time from INFO commandstats; a pending entry takes "
+        f"{merges['after the page views']['pending_bytes_per_entry']:.0f} bytes until merged. "
         f"Whole run {sizes['run_s'] / 60:.0f} min. "
         f"Command: `python -m bench.reports_scale --viewers {sizes['viewers']}`."
     )
     harness.write(
         "reports_scale",
-        {"sizes": sizes, "phases": phases, "page_view_script": page_views, "memory_per_viewer": memory},
+        {
+            "sizes": sizes,
+            "phases": phases,
+            "page_view_script": page_views,
+            "by_name_merge": merges,
+            "memory_per_viewer": memory,
+        },
         table,
         notes,
     )

@@ -9,6 +9,7 @@
 --   name     GET the display name (remembered for byname), then DEL the key
 --   aliases  SMEMBERS the former display names (remembered for byname), then DEL the key
 --   byname   ZREM "<name> NUL <member>" for each remembered name and for the member itself
+--   pending  SREM the same entries (a by-name pending set: not yet merged into the index)
 -- The tombstone set drops its expired members, gets this one, and lives as long as its latest.
 --
 -- KEYS[1]  the tag's tombstones (sorted set: member -> expiry, epoch seconds)
@@ -28,7 +29,7 @@ end
 for i = 4, #ARGV do
   local op = ARGV[i]
   if op ~= 'del' and op ~= 'zrem' and op ~= 'hdel' and op ~= 'bit' and op ~= 'name' and op ~= 'aliases'
-      and op ~= 'byname' then
+      and op ~= 'byname' and op ~= 'pending' then
     return redis.error_reply('erase: unknown operation ' .. op)
   end
 end
@@ -57,9 +58,10 @@ for i = 2, #KEYS do
       names[#names + 1] = name
     end
     removed = removed + redis.call('DEL', key)
-  else -- byname
+  else -- byname, pending
+    local remove = op == 'byname' and 'ZREM' or 'SREM'
     for _, name in ipairs(names) do
-      removed = removed + redis.call('ZREM', key, name .. '\0' .. member)
+      removed = removed + redis.call(remove, key, name .. '\0' .. member)
     end
   end
 end

@@ -7,12 +7,18 @@
 -- member gets it as its score; a non-member enters when the set holds fewer than cap users, or when
 -- (count, user) passes the cap-th member's, which is then trimmed. Counts only grow, so the set is
 -- always the true top cap. A non-member's count is below the cap-th's, so one ZRANGE says whether a
--- viewer can enter; the set never holds more than cap users. And the by-name index ("name NUL
--- user", score 0): the user enters at its first view of the period; a view bringing a new username
--- moves the user's entries in the same step.
+-- viewer can enter; the set never holds more than cap users. And the by-name entries ("name NUL
+-- user"): the user's goes into the period's pending set (an SADD) at its first view of the period,
+-- not into the million-member by-name index (an ordered insert); lua/report_by_name.lua merges
+-- pending entries into the index in bounded slices. A view bringing a new username removes the
+-- old entry from the index and from the pending set and adds the new one to the pending set.
 -- TTLs: a period's counter gets its TTL when INCR creates it (answers 1), and so do that period's
--- candidates and by-name index, the keys that list its users; so they outlive every counter of the
--- period, and a key recreated after it expired gets its TTL back with its first write.
+-- candidates and pending set (when the entry is new to it), the keys that list its users; so they
+-- outlive every counter of the period, and a key recreated after it expired gets its TTL back
+-- with its first write. The by-name index gets its TTL from the merge that fills it. The day's
+-- counts (sessions started, page views) get theirs when INCR creates them and its paths when the set
+-- is made: a per-day key is written during its day (and by late events within retention), so the
+-- TTL of its first write is the day's retention; a display name is SET with its TTL.
 -- The day's paths keep the most viewed: when a new path takes the set past the cap plus the slack,
 -- the fewest viewed are removed down to the cap. A trim removes at most slack + 1 members, once per
 -- slack + 1 new paths, so the cost stays amortized O(log N) per view.
@@ -25,7 +31,7 @@
 -- past periods' by-name indexes still hold under it.
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
--- KEYS     then 13 per view, in this order:
+-- KEYS     then 15 per view, in this order:
 --          1 the user's session list            2 the user's views that day (string)
 --          3 the user's views that week (string) 4 the user's display name (string)
 --          5 sessions started that day (string)  6 page views that day (string)
@@ -33,6 +39,7 @@
 --          9 the week's candidates (zset)        10 the day's by-name index (zset)
 --          11 the week's by-name index (zset)    12 the stem of the day's transition sets
 --          13 the user's former display names (set)
+--          14 the day's pending by-name entries (set) 15 the week's pending by-name entries (set)
 -- ARGV[1]  session window, milliseconds
 -- ARGV[2]  pages kept per session (N >= 1)
 -- ARGV[3]  TTL of the per-day keys, seconds
@@ -47,8 +54,8 @@
 -- ARGV[12..] 4 per view: user id, entry (JSON: path and ts), path, username ('' when unknown: the
 --          user id stands in until a username is known, and never replaces one)
 -- Returns  the number of views that started a new session.
-if #ARGV < 11 or (#ARGV - 11) % 4 ~= 0 or #KEYS ~= 1 + 13 * ((#ARGV - 11) / 4) then
-  return redis.error_reply('session_record: expected 11 arguments and 1 key, then 4 arguments and 13 keys per view')
+if #ARGV < 11 or (#ARGV - 11) % 4 ~= 0 or #KEYS ~= 1 + 15 * ((#ARGV - 11) / 4) then
+  return redis.error_reply('session_record: expected 11 arguments and 1 key, then 4 arguments and 15 keys per view')
 end
 local window, keep = tonumber(ARGV[1]), tonumber(ARGV[2])
 local day_ttl, week_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -80,12 +87,35 @@ local function entry_path(raw)
   return nil
 end
 
+-- INCR a counter, giving it its TTL when the INCR creates it (answers 1); returns the count.
+local function incr_with_ttl(key, ttl)
+  local count = redis.call('INCR', key)
+  if count == 1 then
+    redis.call('EXPIRE', key, ttl)
+  end
+  return count
+end
+
+-- Count one more ``member`` in a capped per-day sorted set (the day's paths, a page's next pages).
+-- Only a new member needs more work: a trim past the cap plus the slack, or the TTL of a new set
+-- (a per-day key is written during its day only, so its first write's TTL is the day's retention).
+local function count_capped(key, member, cap, cap_slack)
+  if tonumber(redis.call('ZINCRBY', key, 1, member)) == 1 then
+    local size = redis.call('ZCARD', key)
+    if size == 1 then
+      redis.call('EXPIRE', key, day_ttl)
+    elseif size > cap + cap_slack then
+      redis.call('ZREMRANGEBYRANK', key, 0, -cap - 1)
+    end
+  end
+end
+
 -- Count a period's view: INCR the user's counter (TTL when it is new) and keep the period's
 -- candidates the top ``candidates`` by (views, user). A member's score was count - 1, at least the
 -- cap-th's, so a count below the cap-th's is a non-member's; one at or above it is ZADDed (a
 -- member's new score, or a newcomer, after which the lowest beyond the cap leave). Returns the count.
 local function count_view(counter, top, user, ttl)
-  local count = redis.call('INCR', counter)
+  local count = incr_with_ttl(counter, ttl)
   local bar = redis.call('ZRANGE', top, -candidates, -candidates, 'WITHSCORES')
   local added = 0
   if bar[1] == nil then
@@ -96,13 +126,17 @@ local function count_view(counter, top, user, ttl)
       redis.call('ZREMRANGEBYRANK', top, 0, -candidates - 1)
     end
   end
-  if count == 1 then
-    redis.call('EXPIRE', counter, ttl)
-  end
   if count == 1 or added == 1 then
     redis.call('EXPIRE', top, ttl)
   end
   return count
+end
+
+-- Add a by-name entry to a period's pending set; the set's TTL is renewed when the entry is new.
+local function pend(pending, entry, ttl)
+  if redis.call('SADD', pending, entry) == 1 then
+    redis.call('EXPIRE', pending, ttl)
+  end
 end
 
 -- Whether a user is tombstoned, looked up once per user and only while the set exists.
@@ -128,7 +162,7 @@ end
 
 local started = 0
 for _, view in ipairs(views) do
-  local k, a = 1 + 13 * view, 11 + 4 * view
+  local k, a = 1 + 15 * view, 11 + 4 * view
   local user, entry, path, name = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
 
   if transitions then
@@ -136,24 +170,13 @@ for _, view in ipairs(views) do
     local previous = last and entry_path(last)
     -- An empty page would name the stem itself; nothing can ask for its next pages anyway.
     if previous and previous ~= path and previous ~= '' then
-      local next_key = KEYS[k + 12] .. previous
-      -- Only a new member needs more work: a trim past the cap, or the TTL of a new set (a per-day
-      -- key is written during its day only, so its TTL from its first write is the day's retention).
-      if tonumber(redis.call('ZINCRBY', next_key, 1, path)) == 1 then
-        local size = redis.call('ZCARD', next_key)
-        if size == 1 then
-          redis.call('EXPIRE', next_key, day_ttl)
-        elseif size > max_next + next_slack then
-          redis.call('ZREMRANGEBYRANK', next_key, 0, -max_next - 1)
-        end
-      end
+      count_capped(KEYS[k + 12] .. previous, path, max_next, next_slack)
     end
   end
 
   if redis.call('RPUSH', KEYS[k + 1], entry) == 1 then
     started = started + 1
-    redis.call('INCR', KEYS[k + 5])
-    redis.call('EXPIRE', KEYS[k + 5], day_ttl)
+    incr_with_ttl(KEYS[k + 5], day_ttl)
   end
   redis.call('LTRIM', KEYS[k + 1], -keep, -1)
   redis.call('PEXPIRE', KEYS[k + 1], window)
@@ -165,34 +188,31 @@ for _, view in ipairs(views) do
   if name == '' then
     old = redis.call('SET', KEYS[k + 4], user, 'NX', 'GET')
     name = old or user
+    redis.call('EXPIRE', KEYS[k + 4], week_ttl)
   else
-    old = redis.call('SET', KEYS[k + 4], name, 'GET')
+    old = redis.call('SET', KEYS[k + 4], name, 'EX', week_ttl, 'GET')
   end
-  redis.call('EXPIRE', KEYS[k + 4], week_ttl)
-  -- The by-name index: the user's entry is added at its first view of the period, and moved when
-  -- the name changes (the ZREMs are no-ops for a period where the user is new).
+  -- The by-name entries: the user's is pending from its first view of the period, and replaced
+  -- when the name changes, wherever the old one is (index or pending set; the removals are no-ops
+  -- for a period where the user is new), so the user keeps exactly one entry per period.
   local renamed = old and old ~= name
   if renamed then
-    redis.call('ZREM', KEYS[k + 10], old .. '\0' .. user)
-    redis.call('ZREM', KEYS[k + 11], old .. '\0' .. user)
+    local former = old .. '\0' .. user
+    redis.call('ZREM', KEYS[k + 10], former)
+    redis.call('ZREM', KEYS[k + 11], former)
+    redis.call('SREM', KEYS[k + 14], former)
+    redis.call('SREM', KEYS[k + 15], former)
     redis.call('SADD', KEYS[k + 13], old)
     redis.call('EXPIRE', KEYS[k + 13], week_ttl)
   end
   if renamed or day_views == 1 then
-    redis.call('ZADD', KEYS[k + 10], 0, name .. '\0' .. user)
-    redis.call('EXPIRE', KEYS[k + 10], day_ttl)
+    pend(KEYS[k + 14], name .. '\0' .. user, day_ttl)
   end
   if renamed or week_views == 1 then
-    redis.call('ZADD', KEYS[k + 11], 0, name .. '\0' .. user)
-    redis.call('EXPIRE', KEYS[k + 11], week_ttl)
+    pend(KEYS[k + 15], name .. '\0' .. user, week_ttl)
   end
 
-  redis.call('INCR', KEYS[k + 6])
-  redis.call('EXPIRE', KEYS[k + 6], day_ttl)
-  if tonumber(redis.call('ZINCRBY', KEYS[k + 7], 1, path)) == 1
-      and redis.call('ZCARD', KEYS[k + 7]) > max_paths + slack then
-    redis.call('ZREMRANGEBYRANK', KEYS[k + 7], 0, -max_paths - 1)
-  end
-  redis.call('EXPIRE', KEYS[k + 7], day_ttl)
+  incr_with_ttl(KEYS[k + 6], day_ttl)
+  count_capped(KEYS[k + 7], path, max_paths, slack)
 end
 return started

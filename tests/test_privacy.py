@@ -19,7 +19,7 @@ from django.test import override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from activity import clock, flush, groups, privacy, services
+from activity import clock, flush, groups, privacy, reports, services
 from activity.calendar import day_name, day_of
 from activity.errors import StoreUnavailable
 from activity.events import Event
@@ -63,9 +63,29 @@ def test_seed_leaves_traces_everywhere_the_finder_looks(redis_client):
     seed(GONE, name="gone")
     flush.flush()
     found = "\n".join(redis_traces(GONE))
-    for where in ("{ls}:seen", ":session:", ":name:", ":aliases:", ":uv:d:", ":top:", ":byname:"):
+    for where in ("{ls}:seen", ":session:", ":name:", ":aliases:", ":uv:d:", ":top:", ":byname-pending:"):
         assert where in found, where
     assert database_traces(GONE) == ["activity_useractivity"]
+    reports.refresh()  # the by-name entries move from the pending sets into the indexes
+    found = "\n".join(redis_traces(GONE))
+    assert ":byname:" in found and ":byname-pending:" not in found
+
+
+@pytest.mark.parametrize("merged", [False, True], ids=["entries pending", "entries merged"])
+def test_no_merge_after_an_erase_brings_the_user_back(redis_client, merged):
+    """The erase removes the user's by-name entries from the pending sets as from the indexes (one
+    atomic script each), so a merge running after it has nothing of theirs to move."""
+    seed(GONE, name="gone")
+    if merged:
+        reports.refresh()
+    held = [trace.split(": ")[0].rsplit(":", 2)[0] for trace in redis_traces(GONE) if ":byname" in trace]
+    assert held == [f"{keys.prefix()}{{pv}}:{'byname' if merged else 'byname-pending'}"] * 2  # day and week
+    privacy.erase(GONE)
+    reports.refresh()  # drains what is pending
+    for period in ("day", "week"):
+        found, cache = reports.page("active-by-name", period)
+        assert cache == "hit" and [row["user"] for row in found.rows] == ["bystander"]
+    assert_no_trace(GONE)
 
 
 # --- the four entry points ------------------------------------------------------------------

@@ -118,6 +118,25 @@ def test_pages_and_order_match_the_same_sort_in_python(staff_api, redis_client, 
         assert all(row["views"] == views[row["user"]] and row["name"] == names[row["user"]] for row in rows)
 
 
+@override_settings(ACTIVITY_REPORT_MERGE_SLICE=5)
+def test_by_name_says_stale_while_new_viewers_wait_to_be_merged(staff_api, redis_client):
+    seed()  # 12 new viewers, pending
+    answer = staff_api.get("/api/v1/reports/active-by-name/")
+    assert answer["X-Cache"] == "stale"  # this read merged 5 of them; 7 are missing
+    assert (answer.data["count"], answer.data["expires_in"]) == (5, 0)
+    reports.refresh()
+    answer = staff_api.get("/api/v1/reports/active-by-name/")
+    assert answer["X-Cache"] == "hit" and answer.data["count"] == len(NAMES) and answer.data["expires_in"] > 0
+
+
+def test_recompute_of_by_name_merges_what_is_pending(redis_client):
+    seed()
+    assert reports.rebuild("active-by-name", "week") == "built"  # the admin's "recompute now"
+    assert reports.rebuild("active-by-name", "week") == "fresh"  # nothing left to merge
+    found, cache = reports.page("active-by-name", "week")
+    assert cache == "hit" and found.count == len(NAMES)
+
+
 @override_settings(ACTIVITY_REPORT_TOP=3)
 def test_ranked_report_keeps_the_top_n(staff_api, redis_client):
     views = seed()

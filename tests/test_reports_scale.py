@@ -13,6 +13,7 @@ import random
 import threading
 import time
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -113,9 +114,11 @@ class EveryViewer:
 
 
 def all_rows(name: str, period: str = "day", size: int = 37) -> list[dict]:
+    """Every row of a report, page by page, each page served from a current copy or index."""
     rows, number = [], 1
     while True:
-        found, _ = reports.page(name, period, number, size)
+        found, cache = reports.page(name, period, number, size)
+        assert cache != "stale", (name, period, number)
         rows += found.rows
         if number * size >= found.count:
             return rows
@@ -203,12 +206,28 @@ def test_a_tie_at_the_cap_is_settled_as_sort_settles_it(redis_client):
 # --- the by-name report ------------------------------------------------------------------------------
 
 
+def pending_of(period: str) -> str:
+    return keys.viewers_by_name_pending(period_key(period))
+
+
 @pytest.mark.parametrize("seed", [4, 5, 6])
+@override_settings(ACTIVITY_REPORT_MERGE_SLICE=40, ACTIVITY_REPORT_MERGE_SLICES_PER_RUN=2)
 def test_active_by_name_equals_the_full_sort_on_random_data(redis_client, wednesday, seed):
+    """300 new viewers wait in the pending set; a read merges one slice (40) and says ``stale``,
+    each refresh run merges at most two slices a period, and once none is pending the report is
+    ``hit`` and equals the full sort."""
     events, names = random_views(seed, 300)
     viewers = EveryViewer(redis_client, "week")
     viewers.add(events)
     record(events, names)
+    assert redis_client.scard(pending_of("week")) == 300 and not redis_client.exists(keys.viewers_by_name("week"))
+    found, cache = reports.page("active-by-name", "week")
+    assert (cache, found.count, found.expires_in, redis_client.scard(pending_of("week"))) == ("stale", 40, 0, 260)
+    left = 260
+    while left:
+        reports.refresh()
+        left = max(left - 2 * 40, 0)
+        assert redis_client.scard(pending_of("week")) == left  # two slices a run, no more
     counts = Counter(event.user for event in events)
     rows = all_rows("active-by-name", "week")
     # SORT ALPHA leaves the order of equal names undefined; the index breaks ties by user id.
@@ -224,6 +243,16 @@ def test_active_by_name_equals_the_full_sort_on_random_data(redis_client, wednes
     )
 
 
+@override_settings(ACTIVITY_REPORT_MERGE_SLICE=7)
+def test_reads_alone_merge_a_backlog_one_slice_each(redis_client, wednesday):
+    events, names = random_views(11, 50)
+    record(events, names)
+    caches = [reports.page("active-by-name", "week", 1, 5)[1] for _ in range(8)]
+    assert caches == ["stale"] * 7 + ["hit"]  # 50 pending: 7 reads of 7 leave 1, the 8th merges it
+    assert redis_client.zcard(keys.viewers_by_name(period_key("week"))) == 50
+    assert not redis_client.exists(pending_of("week"))
+
+
 def test_a_new_username_moves_the_user_in_the_by_name_index(redis_client):
     now = clock.now()
     services.record_events([Event("7", now, "/a")], names={"7": "zed"})
@@ -235,17 +264,44 @@ def test_a_new_username_moves_the_user_in_the_by_name_index(redis_client):
     assert redis_client.zcard(keys.viewers_by_name(period_key())) == 2
 
 
+@pytest.mark.parametrize("merged", [False, True], ids=["old entry pending", "old entry merged"])
+def test_a_rename_leaves_exactly_one_entry_wherever_the_old_one_was(redis_client, merged):
+    now = clock.now()
+    services.record_events([Event("7", now, "/a")], names={"7": "zed"})
+    services.record_events([Event("8", now, "/a")])
+    if merged:
+        reports.refresh()
+    for period in ("day", "week"):
+        where = keys.viewers_by_name(period_key(period)) if merged else pending_of(period)
+        assert "zed\x007" in (redis_client.zrange(where, 0, -1) if merged else redis_client.smembers(where))
+    services.record_events([Event("7", now, "/b")], names={"7": "amy"})
+    for period in ("day", "week"):
+        index, pending = keys.viewers_by_name(period_key(period)), pending_of(period)
+        entries = redis_client.zrange(index, 0, -1) + sorted(redis_client.smembers(pending))
+        assert [entry for entry in entries if entry.endswith("\x007")] == ["amy\x007"]
+        rows = all_rows("active-by-name", period)
+        assert [(row["user"], row["name"], row["views"]) for row in rows] == [("8", "8", 1), ("7", "amy", 2)]
+        assert redis_client.zrange(index, 0, -1) == ["8\x008", "amy\x007"] and not redis_client.exists(pending)
+
+
 def test_by_name_pages_are_one_round_trip_and_never_sort(redis_client, wednesday):
     events, names = random_views(8, 200)
     record(events, names)
-    reports.page("active-by-name", "week")  # the script is loaded
+    reports.refresh()  # the 200 new viewers merged (the script is loaded too)
     with probe(redis_client) as seen:
         found, cache = reports.page("active-by-name", "week", 3, 20)
     assert cache == "hit" and found.count == 200 and len(found.rows) == 20
     assert (seen.client_sends, seen.server_reads) == (1, 1)
-    # One page of the index, the page's counters in one MGET: no ZSCORE, nothing of every viewer.
+    # One page of the index, the page's counters in one MGET: no ZSCORE, nothing of every viewer;
+    # the merge found nothing pending (an SPOP, the sizes), so no ZADD.
     assert seen.commands["sort"] == 0 and seen.commands["zrange"] == 1 and seen.commands["mget"] == 1
-    assert seen.commands["zscore"] == 0
+    assert seen.commands["zscore"] == 0 and seen.commands["spop"] == 1 and seen.commands["zadd"] == 0
+    record([Event(f"new{n}", clock.now(), "/") for n in range(20)], {})
+    with probe(redis_client) as seen:
+        found, cache = reports.page("active-by-name", "week", 1, 20)
+    assert cache == "hit" and found.count == 220  # 20 pending, fewer than a slice: all merged by this read
+    assert (seen.client_sends, seen.server_reads) == (1, 1)
+    assert seen.commands["spop"] == 1 and seen.commands["zadd"] == 1 and seen.commands["expire"] == 1
 
 
 # --- expiry --------------------------------------------------------------------------------------
@@ -260,18 +316,26 @@ def expire_times(redis_client, pattern: str) -> dict[str, int]:
 @override_settings(ACTIVITY_REPORT_TOP=5, ACTIVITY_REPORT_CANDIDATES=8)
 @pytest.mark.parametrize("period", ["day", "week"])
 def test_a_periods_lists_outlive_its_counters_and_come_back_with_a_ttl_after_expiry(redis_client, wednesday, period):
-    """A counter gets its TTL when created, and its period's candidates and by-name index get theirs
-    renewed at that moment: so neither expires before any counter of the period. Once a period's
-    keys have expired, a late view starts them again, each with a TTL, and the report agrees with
-    the counters again."""
+    """A counter gets its TTL when created, and its period's candidates and pending by-name set get
+    theirs renewed at that moment, the by-name index when a merge moves entries into it: so none
+    expires before a counter of a user it lists (the pending set and the candidates: before any
+    counter of the period). Once a period's keys have expired, a late view starts them again, each
+    with a TTL, and the reports agree with the counters again."""
     events, names = random_views(9, 120)
+    pkey = period_key(period)
+    index, pending = keys.viewers_by_name(pkey), pending_of(period)
     for part in batches(events, 20):
         record(part, names)
         time.sleep(0.002)  # counters created at different milliseconds
-        pkey = period_key(period)
-        counters = expire_times(redis_client, f"{keys.PV_TAG}:uv:{pkey}:*")
+        latest = max(expire_times(redis_client, f"{keys.PV_TAG}:uv:{pkey}:*").values())
         lists = expire_times(redis_client, f"{keys.PV_TAG}:*:{pkey}")
-        assert len(lists) == 2 and min(lists.values()) >= max(counters.values()) > 0
+        assert lists[keys.top_viewers(pkey)] >= latest > 0
+        if pending in lists:  # the batch brought new viewers of the period
+            assert lists[pending] >= latest
+        time.sleep(0.002)
+        assert reports.page("active-by-name", period)[1] == "hit"  # merged: fewer than a slice were new
+        lists = expire_times(redis_client, f"{keys.PV_TAG}:*:{pkey}")
+        assert lists.keys() == {keys.top_viewers(pkey), index} and lists[index] >= latest
     assert_every_key_has_a_ttl(redis_client)
 
     # The period's keys expire (their TTLs run out, the latest ones last); late views come in.
@@ -285,9 +349,15 @@ def test_a_periods_lists_outlive_its_counters_and_come_back_with_a_ttl_after_exp
     for part in batches(late, 7):
         record(part, names)
     assert_every_key_has_a_ttl(redis_client)
+    assert redis_client.ttl(pending) > 0 and not redis_client.exists(index)
     assert top_viewers(redis_client, period) == true_top(Counter(e.user for e in late if in_period(e, period)), 8)
     reports.rebuild("most-active", period)
     assert flat(all_rows("most-active", period)) == viewers.most_active(5)
+    names_now = viewers.sort(by=keys.display_name_pattern(), alpha=True)[1::3]
+    reports.refresh()  # more new viewers than one read merges
+    assert [row["name"] for row in all_rows("active-by-name", period)] == names_now
+    assert redis_client.ttl(index) > 0
+    assert_every_key_has_a_ttl(redis_client)
 
     # The candidates alone gone (evicted, deleted by hand): the next view makes them again, with a TTL.
     redis_client.delete(keys.top_viewers(period_key(period)))
@@ -312,10 +382,11 @@ def script_commands(redis_client, view: PageView) -> Counter:
     return delta.calls
 
 
-# A view's commands besides the report structures: RPUSH, LTRIM, PEXPIRE of the session; SET ... GET
-# and EXPIRE of the name; INCR + EXPIRE of the day's views; ZINCRBY + EXPIRE of the path; the
-# EXISTS of the tombstones (an erased user's views are skipped); the EVALSHA.
-SHARED = Counter(evalsha=1, rpush=1, ltrim=1, pexpire=1, set=1, incr=1, expire=3, zincrby=1, exists=1)
+# A view's commands besides the report structures: RPUSH, LTRIM, PEXPIRE of the session; SET NX GET
+# and EXPIRE of the name (no username: the user id stands in; a known one is one SET ... EX ... GET);
+# INCR of the day's views and ZINCRBY of a known path (their TTLs were set when the key or the path
+# was new); the EXISTS of the tombstones (an erased user's views are skipped); the EVALSHA.
+SHARED = Counter(evalsha=1, rpush=1, ltrim=1, pexpire=1, set=1, expire=1, incr=1, zincrby=1, exists=1)
 
 
 @override_settings(
@@ -339,15 +410,48 @@ def test_a_view_costs_the_same_commands_whatever_the_number_of_viewers(redis_cli
         "new viewer": script_commands(redis_client, PageView("n1", "/", now)),
         # Reaching the cap-th count (10) with a greater id than the cap-th ("h0"): in, "h0" out.
         "entering": script_commands(redis_client, PageView("z9", "/", now)),
+        # A new username ("u2" stood in until now): the old entries out of both indexes and both
+        # pending sets, the new ones into the pending sets, the old name into the aliases.
+        "renamed": script_commands(redis_client, PageView("u2", "/", now, "Ursula")),
     }
     two = Counter(incr=2, zrange=2)
     assert counts["returning"] == SHARED + two
     assert counts["candidate"] == SHARED + two + Counter(zadd=2)
-    # A new session too: INCR + EXPIRE of the day's sessions started.
-    assert counts["new viewer"] == SHARED + two + Counter(incr=1, expire=7, zadd=2)
+    # A new session too: INCR of the day's sessions started. TTLs of the new counters and of the
+    # top viewers (both periods), and the by-name entries into the pending sets (SADD + EXPIRE
+    # each), not into the million-member indexes.
+    assert counts["new viewer"] == SHARED + two + Counter(incr=1, expire=6, sadd=2)
     assert counts["entering"] == SHARED + two + Counter(zadd=2, zremrangebyrank=2, expire=2)
+    # A username comes with its TTL in the SET, so the name's EXPIRE goes; the aliases' and the pending
+    # sets' come.
+    assert counts["renamed"] == SHARED + two + Counter(zrem=2, srem=2, sadd=3, expire=2)
     assert [user for user, _ in top_viewers(redis_client, "day")][-1] == "h1"
     assert redis_client.zcard(keys.top_viewers(period_key())) == 8
+
+
+# One merge call: the EVALSHA, an SPOP of the slice, one ZADD of it, the index's EXPIRE, the sizes.
+MERGE = Counter(evalsha=1, spop=1, zadd=1, expire=1, zcard=1, scard=1)
+
+
+@override_settings(ACTIVITY_REPORT_MERGE_SLICE=50, ACTIVITY_REPORT_MERGE_SLICES_PER_RUN=3, ACTIVITY_REDIS_TIMEOUT=10.0)
+@pytest.mark.parametrize("users", [400, 5000])
+def test_a_merge_and_a_refresh_run_cost_the_same_commands_whatever_the_backlog(redis_client, users):
+    """Each merge call moves one slice, in the same commands whatever is pending or already in the
+    index; a refresh run makes at most SLICES_PER_RUN calls a period, then stops."""
+    now = clock.now()
+    for part in batches([Event(f"u{n}", now, "/") for n in range(users)], 1000):
+        record(part, {})
+    policy = reports.Policy.current()
+    reports.merge_pending("day", now, replace(policy, merge_slices=1))  # the script is loaded
+    with CommandDelta(redis_client) as delta:
+        assert reports.merge_pending("day", now, policy) == (150, users - 200)
+    assert delta.calls == {command: 3 * calls for command, calls in MERGE.items()}
+    with CommandDelta(redis_client) as delta:
+        reports.refresh()  # both periods; no ranked report read lately, so nothing to rebuild
+    refresh_own = Counter(multi=1, zremrangebyscore=1, zrange=1, exec=1)  # the reports read lately
+    assert delta.calls == refresh_own + Counter({command: 2 * 3 * calls for command, calls in MERGE.items()})
+    assert redis_client.scard(pending_of("day")) == users - 350
+    assert redis_client.scard(pending_of("week")) == users - 150
 
 
 def monitored(redis_client, work) -> list[list[str]]:
@@ -417,3 +521,11 @@ def test_fewer_candidates_than_report_rows_is_refused_whichever_setting_moves():
         conf.get("ACTIVITY_REPORT_TOP")
     with override_settings(ACTIVITY_REPORT_TOP=200, ACTIVITY_REPORT_CANDIDATES=200):
         assert (conf.settings.REPORT_TOP, conf.settings.REPORT_CANDIDATES) == (200, 200)
+
+
+@pytest.mark.parametrize("setting", ["ACTIVITY_REPORT_MERGE_SLICE", "ACTIVITY_REPORT_MERGE_SLICES_PER_RUN"])
+def test_a_merge_of_no_entries_is_refused(setting):
+    """Zero would leave new viewers pending for ever: refused where the setting is read."""
+    with override_settings(**{setting: 0}), pytest.raises(ImproperlyConfigured, match="at least 1"):
+        conf.get(setting)
+    assert conf.get(setting) >= 1  # the default again

@@ -188,7 +188,7 @@ def test_the_script_checks_its_argument_counts(redis_client):
     pipe = redis_client.pipeline(transaction=False)
     args = [60000, 50, 10, 10, 100, 10, 1, 50, 5, 1000, 1.0, "x", "{}", "/", ""]
     pipe.script(SESSION_RECORD, [keys.session("x")], args)
-    with pytest.raises(redis.ResponseError, match="13 keys per view"):
+    with pytest.raises(redis.ResponseError, match="15 keys per view"):
         pipe.execute()
     assert redis_client.exists(keys.session("x")) == 0
 

@@ -26,7 +26,8 @@ def redis_traces(user: str) -> list[str]:
 
     A key is named by the user when its family's ``<user>`` placeholder is the id; members are
     looked for where ids are members (sorted sets: last seen, rankings, views, ``name NUL user``
-    entries; report rows; the first-visit hashes' visitor-id fields; bitmaps' bits). Throttle
+    entries; sets: pending ``name NUL user`` entries; report rows; the first-visit hashes'
+    visitor-id fields; bitmaps' bits). Throttle
     counters name the user in the key (``rate:<scope>:user:<pk>:<window>``).
     """
     client = _raw_client()
@@ -55,6 +56,11 @@ def redis_traces(user: str) -> list[str]:
                 members = client.zrange(key, 0, -1)
                 if any(member == ident or member.endswith(b"\0" + ident) for member in members):
                     found.append(f"{name}: sorted-set member")
+            elif kind == "set":
+                # Only "name NUL user" entries: other sets hold group ids or names, which a user id
+                # may spell by chance (a set named by the id is found by its name above).
+                if any(member.endswith(b"\0" + ident) for member in client.smembers(key)):
+                    found.append(f"{name}: set member")
             elif kind == "hash" and client.hexists(key, visitor):
                 found.append(f"{name}: the user's visitor id")
     finally:

@@ -141,8 +141,9 @@ def stray_ttl(key: str, now: float, default: int) -> int | None:
 
 
 def page_stats_ttl(stats_days: int, weekly: bool = False) -> int:
-    """Seconds a per-day page statistic (``weekly``: per-week ones and display names) lives after
-    its last write: the writers' TTL (``lua/session_record.lua``) and the sweep's."""
+    """Seconds a per-day page statistic (``weekly``: per-week ones and display names) lives: from
+    its first write for counters and the day's paths, its last for display names and the keys
+    listing a period's users (``lua/session_record.lua``), and the sweep's TTL for one without."""
     return (stats_days + (7 if weekly else 0)) * DAY_SECONDS
 
 
@@ -320,10 +321,11 @@ def active_hll_month(month: str) -> str:
 # One tag because one EVALSHA per batch writes every user's session list together with the shared
 # per-day counters, and because the reports' SORT reads the per-user counters and names through
 # BY/GET patterns, which Redis Cluster allows only within the sorted key's slot.
-# Page statistics live PAGE_STATS_DAYS (weekly ones 7 more) after their last write, whatever their
-# day (a period's per-user counters after their first, and the keys listing the period's users
-# after its latest new user), so the sweep gives one found without a TTL exactly that (per-user
-# counters, candidates and by-name indexes of either period: the week's, the longer).
+# Page statistics live PAGE_STATS_DAYS (weekly ones 7 more), whatever their day: counters and the
+# day's paths after their first write, display names after their last, and the keys listing a
+# period's users after its latest new user or merge; so the sweep gives one found without a TTL
+# exactly that (per-user counters, candidates, by-name indexes and their pending sets of either
+# period: the week's, the longer).
 
 PV_TAG = "{pv}"
 
@@ -433,9 +435,21 @@ NAME_SEPARATOR = "\0"
 @family("{pv}:byname:<period>", "zset", _page_stats(weekly=True))
 def viewers_by_name(period: str) -> str:
     """Sorted set, every score 0: member = display name, NUL, user id, for each user with page views
-    in ``period``; the ``active-by-name`` report pages it by rank (TTL: as the period's counters,
-    renewed with each new one)."""
+    in ``period`` merged from ``viewers_by_name_pending``; the ``active-by-name`` report pages it by
+    rank (TTL: as the period's counters, renewed by each merge that moves entries in)."""
     return f"{prefix()}{PV_TAG}:byname:{period}"
+
+
+# Not ``byname:<period>:pending``: the index's ``<period>`` would match that name too, and each key
+# belongs to exactly one family.
+@family("{pv}:byname-pending:<period>", "set", _page_stats(weekly=True))
+def viewers_by_name_pending(period: str) -> str:
+    """Set: "name NUL user" entries of ``period`` not yet in ``viewers_by_name``. The page-view
+    script adds a user's entry at its first view of the period or at a rename (an SADD, O(1), where
+    an ordered insert into the index is O(log N)); the by-name read and the refresh job
+    move them into the index a bounded slice per call (TTL: as the period's counters, renewed when
+    an entry is added)."""
+    return f"{prefix()}{PV_TAG}:byname-pending:{period}"
 
 
 # --- cached reports: tagged {pv} too, so SORT's source, patterns and STORE share one slot ------

@@ -57,6 +57,7 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     user = where.user
     pv: list[tuple[str, str]] = [(keys.display_name(user), "name"), (keys.display_aliases(user), "aliases")]
     pv += [(keys.viewers_by_name(period), "byname") for period in where.page_periods]
+    pv += [(keys.viewers_by_name_pending(period), "pending") for period in where.page_periods]
     pv += [(keys.top_viewers(period), "zrem") for period in where.page_periods]
     pv += [(keys.user_views(period, user), "del") for period in where.page_periods]
     pv += [(keys.session(user), "del"), (keys.recommendations(user), "del")]

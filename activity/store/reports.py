@@ -1,15 +1,18 @@
 """Sorted reports in Redis, each command's work bounded whatever the number of viewers.
 
 The page-view script keeps, per day and ISO week, the top viewers (user -> views, the
-``ACTIVITY_REPORT_CANDIDATES`` users with the most) and a by-name index ("name NUL user", score 0),
-so no report ever sorts every viewer:
+``ACTIVITY_REPORT_CANDIDATES`` users with the most) and the by-name entries ("name NUL user") of the
+period's new viewers in a pending set, which merges move into a by-name index (score 0) a bounded
+slice at a time, so no report ever sorts every viewer:
 
 - a ranked report's copy is built by copying the top viewers' first K into a candidates set
   (ZRANGESTORE ... REV LIMIT) and one ``SORT candidates BY views DESC GET # GET name GET views
   STORE`` of those K, in one MULTI: O(log C + K log K) for C candidates. Its rows and a meta key
   (build time) live ``keep_ms``; pages are read with ``LRANGE``;
 - the by-name report is the index itself, read a page at a time by rank with each user's views from
-  their counters (``lua/report_by_name.lua``): O(log N + page), always current, nothing to rebuild.
+  their counters (``lua/report_by_name.lua``), after merging one slice of pending entries in the
+  same call: O(slice x log N + page), nothing to rebuild, current unless more than a slice was
+  pending.
 
 Which report to build when, and who may build it, is decided above the store (``activity.reports``).
 """
@@ -17,7 +20,10 @@ Which report to build when, and who may build it, is decided above the store (``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 
+from activity import conf
+from activity.calendar import period_name
 from activity.store import keys
 from activity.store.client import Client, is_cluster
 from activity.store.scripts import LuaScript
@@ -93,14 +99,38 @@ def build_ranked(client: Client, report_id: str, period_key: str, top: int, keep
     pipe.execute()
 
 
-def read_by_name(client: Client, period_key: str, first: int, size: int) -> tuple[int, list[tuple[str, str, int]]]:
-    """(users in the index, rows ``first``.. of the by-name index as (user, name, views)). One EVALSHA."""
-    reply = BY_NAME(client, [keys.viewers_by_name(period_key), keys.user_views(period_key, "")], [first, size])
+@dataclass(frozen=True, slots=True)
+class ByName:
+    """What one call of ``lua/report_by_name.lua`` did and read."""
+
+    count: int  # users in the by-name index, after the merge
+    merged: int  # pending entries this call moved into the index
+    pending: int  # entries still pending after it (the index lacks them)
+    rows: list[tuple[str, str, int]]  # (user, name, views) of the page read
+
+
+def read_by_name(client: Client, period: str, day: date, first: int, size: int, merge_slice: int) -> ByName:
+    """Merge up to ``merge_slice`` pending entries of the ``period`` (``day`` / ``week``) holding
+    ``day`` into its by-name index, then read rows ``first``..``first + size - 1`` of the index
+    (``size`` 0: merge only). One EVALSHA; its work is bounded by the slice and the page."""
+    period_key = period_name(period, day)
+    script_keys = [
+        keys.viewers_by_name(period_key),
+        keys.user_views(period_key, ""),
+        keys.viewers_by_name_pending(period_key),
+    ]
+    ttl = keys.page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly=period == "week")
+    count, merged, pending, *flat = BY_NAME(client, script_keys, [first, size, merge_slice, ttl])
     rows = []
-    for member, views in zip(reply[1::2], reply[2::2], strict=True):
+    for member, views in zip(flat[0::2], flat[1::2], strict=True):
         name, _, user = member.partition(keys.NAME_SEPARATOR)
         rows.append((user, name, int(views)))
-    return reply[0], rows
+    return ByName(count=count, merged=merged, pending=pending, rows=rows)
+
+
+def merge_by_name(client: Client, period: str, day: date, merge_slice: int) -> ByName:
+    """One slice of the period's pending by-name entries into its index, reading no page."""
+    return read_by_name(client, period, day, 0, 0, merge_slice)
 
 
 def pttl_ms(client: Client, report_id: str) -> int:

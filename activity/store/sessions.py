@@ -49,7 +49,9 @@ def queue_record(
     ``paths_slack`` of it), so a catch-all route or kept query strings cannot grow it without bound.
     With ``ACTIVITY_TRANSITIONS`` a view following another in its session also counts that step,
     each page keeping its ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent next pages. Each day and
-    week keeps its ``ACTIVITY_REPORT_CANDIDATES`` users with the most views for the ranked reports.
+    week keeps its ``ACTIVITY_REPORT_CANDIDATES`` users with the most views for the ranked reports,
+    and a user's by-name entry waits in the period's pending set until a merge
+    (``activity.store.reports``) moves it into the by-name index.
     """
     return pipe.script(SESSION_RECORD, *record_call(views, window_s, max_pages, stats_days, now))
 
@@ -91,6 +93,8 @@ def record_call(
             keys.viewers_by_name(week),
             keys.transitions(name, ""),
             keys.display_aliases(view.user),
+            keys.viewers_by_name_pending(day),
+            keys.viewers_by_name_pending(week),
         ]
         entry = json.dumps({"path": view.path, "ts": view.ts}, separators=(",", ":"))
         args += [view.user, entry, view.path, view.name or ""]

@@ -1,5 +1,5 @@
-"""Keeping read reports fresh: a beat job rebuilds them shortly before they expire; the admin's
-"recompute now" queues a rebuild of one report."""
+"""Keeping read reports fresh: a beat job merges new viewers into the by-name indexes and rebuilds
+read reports shortly before they expire; the admin's "recompute now" queues a rebuild of one report."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from activity import conf, reports
 
 @shared_task(name="activity.refresh_reports", soft_time_limit=conf.settings.REPORT_REFRESH_INTERVAL)
 def refresh_reports() -> int:
-    """Rebuild the reports people read lately before their copies expire; returns how many.
+    """Merge the current day's and week's pending by-name entries (at most
+    ACTIVITY_REPORT_MERGE_SLICES_PER_RUN slices a period), then rebuild the reports people read
+    lately before their copies expire; returns how many were rebuilt.
 
     Not retried: a failed run is redone by the next one, one interval later.
     """

@@ -190,16 +190,19 @@ class CallerActivity:
     name: str
     ts: float
     kind: str
+    last_seen: bool = True  # False: this process moved it less than CALLER_SEEN_EVERY s ago
     needs_success: bool = True
     _finish: Callable[[list[Any]], RecordResult] | None = None
 
     def queue(self, pipe: Pipeline) -> None:
-        event = Event(user=self.user, ts=self.ts)
-        self._finish = queue_record(pipe, [event], names={self.user: self.name}, kind=self.kind)
+        events = [Event(user=self.user, ts=self.ts)] if self.last_seen else []
+        self._finish = queue_record(pipe, events, names={self.user: self.name}, kind=self.kind)
 
     def arrived(self, replies: list[Any]) -> None:
         if self._finish is not None:
             self._finish(replies)
+        if self.last_seen and conf.settings.CALLER_SEEN_EVERY > 0:
+            _callers_seen.put((self.user, self.kind), True, self.ts + conf.settings.CALLER_SEEN_EVERY)
 
 
 @contextmanager
@@ -219,10 +222,18 @@ def one_round_trip() -> Iterator[Callable[[bool], None]]:
         yield send_rest
 
 
+# API callers (user, kind) whose last seen this process moved lately. A client calling many times a second
+# would otherwise send two scripts a request (last seen, group index) to move its last seen by
+# milliseconds: it is moved at most once per ACTIVITY_CALLER_SEEN_EVERY seconds per process, and
+# only after Redis took it (a failed trip is retried by the next request).
+_callers_seen: ExpiringCache[bool] = ExpiringCache(10_000)
+
+
 def record_caller(user: str, name: str, kind: str) -> None:
     """Record an API caller's own activity (``kind`` as ``traffic.classify`` says: a token's is a
-    machine's) with the request's round trip (sent now outside one)."""
-    round_trip.ride(CallerActivity(user, name, clock.now(), kind), get_client())
+    machine's, counted per request) with the request's round trip (sent now outside one)."""
+    recent = conf.settings.CALLER_SEEN_EVERY > 0 and _callers_seen.get((user, kind)) is not None
+    round_trip.ride(CallerActivity(user, name, clock.now(), kind, last_seen=not recent), get_client())
 
 
 def seed_last_seen(latest: Mapping[str, float]) -> int:

@@ -2,11 +2,13 @@
 
 One run starts gunicorn as ``make run`` does (``project/gunicorn.conf.py``; 4 workers) on a free
 loopback port, against a private redis-server and a SQLite file in a temporary directory, and
-measures side by side, in interleaved rounds (A, B, C, ..., A, B, C, ...; each case's median kept),
-with 32 connections:
+measures side by side, in interleaved rounds (each case right after fresh runs of the floors it is
+read against; each case's median kept), with 32 connections:
 
 - the floor: a bare Django view behind the same server and middleware, tracking nothing (its path
   is in ``ACTIVITY_TRACK_EXCLUDE_PATHS``), anonymous and signed in,
+- DRF's floor: a bare DRF view (no authentication, permission, throttle or Redis; not tracked), so
+  the API cases can be read against what the framework alone costs,
 - the same view tracked: an anonymous visitor sending its visitor cookie back, a signed-in user,
 - ``POST /api/v1/events/`` with 1, 100 and 1,000 events (token auth; the server stamps the time,
   so every request moves those users' last seen),
@@ -46,9 +48,11 @@ WRK_SCRIPT = Path(__file__).resolve().parent / "http_wrk.lua"
 HOST = "127.0.0.1"
 FLOOR_PATH = "/bench/floor/"
 PAGE_PATH = "/bench/page/"
-EXCLUDED = "/static/,/media/,/healthz,/favicon.ico," + FLOOR_PATH
+DRF_PATH = "/bench/drf/"
+EXCLUDED = "/static/,/media/,/healthz,/favicon.ico," + FLOOR_PATH + "," + DRF_PATH
 ONLINE_USERS = 10_000
 UNLIMITED = "100000000/min"
+API_CASES = ("post_", "last_seen", "online")  # read against DRF's floor too
 
 
 # Page requests speak as a browser: wrk and urllib send no or a library's user agent, which the
@@ -211,6 +215,7 @@ def cases(base: str, tmp: Path, credentials: dict[str, str], visitor: str) -> li
     return [
         Case("floor", "floor: bare view, anonymous, not tracked", base + FLOOR_PATH, BROWSER),
         Case("floor_signed_in", "bare view, signed in, not tracked", base + FLOOR_PATH, session),
+        Case("drf_floor", "bare DRF view: no auth, permission, throttle or Redis", base + DRF_PATH, token),
         Case(
             "page_anonymous",
             "same view tracked, anonymous visitor (cookie)",
@@ -247,10 +252,10 @@ def redis_commands_per_request(case: Case, count: int = 20) -> float:
 def check_tracking(all_cases: list[Case]) -> dict[str, float]:
     """Redis commands per request of the page cases; raises unless the floors cost none and the
     tracked pages some (else the ratios would compare the wrong things)."""
-    pages = ("floor", "floor_signed_in", "page_anonymous", "page_signed_in")
+    pages = ("floor", "floor_signed_in", "drf_floor", "page_anonymous", "page_signed_in")
     found = {case.key: redis_commands_per_request(case) for case in all_cases if case.key in pages}
     if (
-        max(found["floor"], found["floor_signed_in"]) >= 0.5
+        max(found["floor"], found["floor_signed_in"], found["drf_floor"]) >= 0.5
         or min(found["page_anonymous"], found["page_signed_in"]) < 1
     ):
         raise RuntimeError(f"the floors must track nothing and the tracked pages must: {found}")
@@ -276,40 +281,71 @@ def run_wrk(case: Case, seconds: int, connections: int) -> Sample:
     )
 
 
+# The floors each case is read against. A case runs right after fresh runs of its floors, so each
+# ratio compares runs seconds apart: this machine's neighbours change its speed by 2x within a minute.
+REFERENCES = {
+    "floor_signed_in": ("floor",),
+    "drf_floor": ("floor",),
+    "page_anonymous": ("floor",),
+    "page_signed_in": ("floor", "floor_signed_in"),
+}
+API_REFERENCES = ("floor", "drf_floor")
+
+Samples = dict[str, list[Sample]]
+Ratios = dict[tuple[str, str], list[float]]
+
+
+def references(key: str) -> tuple[str, ...]:
+    return REFERENCES.get(key, API_REFERENCES if key.startswith(API_CASES) else ())
+
+
 def measure(
     plan: dict[str, list[Case]], rounds: int, seconds: int, connections: int
-) -> dict[str, dict[str, list[Sample]]]:
-    """Interleaved rounds (each case on each server in turn), so every case and server meets the same
-    background load, after one second of each (every worker imports its code, opens connections)."""
+) -> tuple[dict[str, Samples], dict[str, Ratios]]:
+    """Interleaved rounds after one second of each case (every worker imports its code, opens
+    connections). In a round each case runs, on each server in turn, right after its floors
+    (``REFERENCES``): the samples of every run, and each case's rate over its floor's just before."""
     names = list(plan)
     for name in names:
         for case in plan[name]:
             run_wrk(case, 1, connections)
-    samples: dict[str, dict[str, list[Sample]]] = {name: {case.key: [] for case in plan[name]} for name in names}
+    samples = {name: {case.key: [] for case in plan[name]} for name in names}
+    ratios: dict[str, Ratios] = {name: {} for name in names}
+    by_key = {name: {case.key: case for case in plan[name]} for name in names}
+
+    def run(name: str, case: Case) -> Sample:
+        sample = run_wrk(case, seconds, connections)
+        if sample.errors:
+            raise RuntimeError(f"{name}, {case.name}: {sample.errors} failed requests (non-2xx or socket)")
+        samples[name][case.key].append(sample)
+        return sample
+
     for number in range(rounds):
         for index in range(len(plan[names[0]])):
             for name in names:
                 case = plan[name][index]
-                sample = run_wrk(case, seconds, connections)
-                if sample.errors:
-                    raise RuntimeError(f"{name}, {case.name}: {sample.errors} failed requests (non-2xx or socket)")
-                samples[name][case.key].append(sample)
+                floors = {ref: run(name, by_key[name][ref]).rate for ref in references(case.key)}
+                if floors:
+                    rate = run(name, case).rate
+                    for ref, floor_rate in floors.items():
+                        ratios[name].setdefault((case.key, ref), []).append(rate / floor_rate)
         print(f"round {number + 1}/{rounds} done", flush=True)
-    return samples
+    return samples, ratios
 
 
 def median_ratio(a: list[Sample], b: list[Sample]) -> float:
-    """The median of the per-round ratios of rates: each round's pair ran under the same load."""
+    """The median of the per-run ratios of rates: each pair ran in the same place in the schedule."""
     return statistics.median(x.rate / y.rate for x, y in zip(a, b, strict=True))
 
 
-def summarize(all_cases: list[Case], samples: dict[str, list[Sample]]) -> dict[str, dict[str, Any]]:
-    """Each case's medians, and its ratio to the floor (and to the signed-in floor)."""
+def summarize(all_cases: list[Case], samples: Samples, ratios: Ratios) -> dict[str, dict[str, Any]]:
+    """Each case's medians over all its runs, and the median of its ratios to each of its floors."""
     rows = {}
     for case in all_cases:
         runs = samples[case.key]
         rate = statistics.median(s.rate for s in runs)
         p50, p99 = statistics.median(s.p50_ms for s in runs), statistics.median(s.p99_ms for s in runs)
+        versus = {ref: statistics.median(ratios[(case.key, ref)]) for ref in references(case.key)}
         rows[case.key] = {
             "case": case.name,
             "requests_per_s": rate,
@@ -317,9 +353,10 @@ def summarize(all_cases: list[Case], samples: dict[str, list[Sample]]) -> dict[s
             "p50_ms": p50,
             "p99_ms": p99,
             "p99_over_p50": p99 / p50,
-            "vs_floor": median_ratio(runs, samples["floor"]),
-            "vs_signed_in_floor": median_ratio(runs, samples["floor_signed_in"]),
-            "requests_per_s_each_round": [round(s.rate, 1) for s in runs],
+            "vs_floor": versus.get("floor", 1.0),
+            "vs_signed_in_floor": versus.get("floor_signed_in"),
+            "vs_drf_floor": versus.get("drf_floor"),
+            "requests_per_s_each_run": [round(s.rate, 1) for s in runs],
         }
     return rows
 
@@ -372,6 +409,8 @@ def report(rows: dict[str, dict[str, Any]], results: dict[str, Any]) -> None:
         ratio = f"{row['vs_floor']:.2f}x"
         if key == "page_signed_in":
             ratio += f" ({row['vs_signed_in_floor']:.2f}x signed-in floor)"
+        if row["vs_drf_floor"] is not None:
+            ratio += f" ({row['vs_drf_floor']:.2f}x DRF floor)"
         table.append(
             [
                 row["case"],
@@ -391,8 +430,9 @@ def report(rows: dict[str, dict[str, Any]], results: dict[str, Any]) -> None:
     notes = (
         f"gunicorn gthread, {results['workers']} workers x {results['threads']} threads, DEBUG off, SQLite, private "
         f"redis-server; wrk with 1 thread and {results['connections']} connections on loopback, "
-        f"{results['seconds']} s per case, medians of {results['rounds']} interleaved rounds (wrk and the server "
-        "share the machine's cores). Ratios are medians of per-round ratios. Ingest events carry a user and no "
+        f"{results['seconds']} s per run, medians of {results['rounds']} interleaved rounds (wrk and the server "
+        "share the machine's cores). Each case runs right after its floors, and a ratio is the median of those "
+        "adjacent pairs' ratios (the machine's speed drifts by 2x within a minute). Ingest events carry a user and no "
         "time (the server stamps it, so every request moves last seen). Redis commands run per request (inside "
         f"scripts included): {commands}. Command: `python -m bench.http{results['flags']}`.\n\n" + markdown(goals)
     )
@@ -417,8 +457,8 @@ def report(rows: dict[str, dict[str, Any]], results: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=int, default=4, help="per case and round")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=int, default=2, help="per run of a case")
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=4, help="per worker")
@@ -440,11 +480,11 @@ def main() -> None:
             visitor = visitor_cookie(under_test[0].base)
             plan = {server.name: cases(server.base, tmp, credentials, visitor) for server in under_test}
             per_request = check_tracking(plan["gunicorn"])
-            samples = measure(plan, args.rounds, args.seconds, args.connections)
+            samples, ratios = measure(plan, args.rounds, args.seconds, args.connections)
         finally:
             for server in under_test:
                 server.stop()
-    rows = summarize(plan["gunicorn"], samples["gunicorn"])
+    rows = summarize(plan["gunicorn"], samples["gunicorn"], ratios["gunicorn"])
     results: dict[str, Any] = {
         "server": "gunicorn",
         "workers": args.workers,

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.test.client import RequestFactory
 from rest_framework.test import APIClient
 
-from activity import conf, rate_limits, services
+from activity import clock, conf, rate_limits, services
 from activity.api.authentication import tokens
 from activity.middleware import fail_open
 from activity.store.client import get_client
@@ -31,6 +31,7 @@ def redis_client():
 def _forget_process_state() -> None:
     fail_open.reset()
     services._days_written.clear()
+    services._callers_seen.clear()
     rate_limits.blocked.clear()
     tokens.clear()
 
@@ -48,6 +49,16 @@ def _browser_user_agent(monkeypatch):
         "_base_environ",
         lambda self, **request: {"HTTP_USER_AGENT": BROWSER_AGENT, **environ(self, **request)},
     )
+
+
+@pytest.fixture
+def mid_minute(monkeypatch) -> float:
+    """Stop the clock halfway through a minute, so a test counting requests in a fixed rate-limit
+    window never sees the window end between two requests (which would start a new count)."""
+    moment = clock.now()
+    moment = moment - moment % 60 + 30
+    monkeypatch.setattr(clock, "now", lambda: moment)
+    return moment
 
 
 @pytest.fixture(autouse=True)

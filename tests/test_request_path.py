@@ -15,11 +15,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import ParseError
-from rest_framework.test import APIClient
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import BrowsableAPIRenderer
+from rest_framework.request import Request
+from rest_framework.test import APIClient, APIRequestFactory
 
 from activity import clock, conf, metrics, services
+from activity.api.negotiation import ContentNegotiation
 from activity.api.parsers import EventJSONParser, _object_without_duplicate_keys
+from activity.api.renderers import FastJSONRenderer, PrometheusRenderer
+from activity.calendar import day_name, day_of
 from activity.events import Event
+from activity.store import keys
+from project.redis_server import free_port
 from tests.redis_counts import CommandDelta
 from tests.test_events_property import REPEATABLE, json_values
 
@@ -98,11 +106,42 @@ def test_the_callers_activity_is_recorded_once_not_again_by_the_middleware(machi
     browser = APIClient()
     browser.force_login(user)  # a person, signed in by session
     browser.get("/api/v1/reports/")
-    with CommandDelta(redis_client) as delta:
+    with override_settings(ACTIVITY_CALLER_SEEN_EVERY=0), CommandDelta(redis_client) as delta:
         assert browser.get("/api/v1/reports/").status_code == 200
     # The throttle's count, last seen and group index (the warm-up request wrote today's first visit
     # and active-user bit; this process remembers it: ACTIVITY_DAY_WRITES_CACHE).
     assert delta.calls["evalsha"] == 3
+
+
+def test_a_busy_callers_last_seen_moves_once_per_caller_seen_every(machine, redis_client, monkeypatch):
+    user, _, api = machine
+    start = clock.now()
+    every = conf.settings.CALLER_SEEN_EVERY
+    traffic = keys.traffic(day_name(day_of(start)))
+    sent = []
+    for offset in (0, every / 2, every * 0.99, every, every * 1.5):
+        monkeypatch.setattr(clock, "now", lambda offset=offset: start + offset)
+        with CommandDelta(redis_client) as delta:
+            assert api.get("/api/v1/reports/").status_code == 200
+        sent.append(delta.calls["evalsha"])
+        # Moved by the first request of each ACTIVITY_CALLER_SEEN_EVERY, never back.
+        moved_at = 0 if offset < every else every
+        assert services.last_seen(str(user.pk)).ts == pytest.approx(start + moved_at, abs=0.001)
+    # The throttle's count every time; last seen and group index (two scripts) once per interval.
+    assert sent == [3, 1, 1, 3, 1]
+    # Machine requests are still counted one by one.
+    assert redis_client.hget(traffic, "machine") == "5"
+
+
+def test_a_callers_last_seen_lost_with_its_round_trip_is_sent_again(machine, redis_client):
+    api = machine[2]
+    with override_settings(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"):  # nothing answers there
+        # The list needs no Redis: the answer stands, its throttle count and caller activity are lost
+        # (a cluster client cannot even be made without a node: 503, the same loss).
+        assert api.get("/api/v1/reports/").status_code in (200, 503)
+    with CommandDelta(redis_client) as delta:
+        assert api.get("/api/v1/reports/").status_code == 200
+    assert delta.calls["evalsha"] == 3  # not remembered as moved: sent again
 
 
 def test_a_request_refused_before_redis_records_no_caller_activity(machine, redis_client):
@@ -134,10 +173,8 @@ def test_a_rotated_token_stops_at_once_in_the_process_that_rotated_it(machine, r
     assert post(api, [{"user": "a"}]).status_code == 202
 
 
-def test_throttled_requests_cost_no_round_trip_and_write_nothing(machine, redis_client, monkeypatch):
+def test_throttled_requests_cost_no_round_trip_and_write_nothing(machine, redis_client, mid_minute):
     api = machine[2]
-    moment = clock.now()
-    monkeypatch.setattr(clock, "now", lambda: moment - moment % 60 + 30)  # mid-window: no boundary
     with rates(ingest="3/min"):
         codes = [post(api, [{"user": f"u{n}"}]).status_code for n in range(3)]
         before = round_trips()
@@ -201,3 +238,31 @@ def test_the_fast_parser_reads_exactly_what_the_strict_one_reads(value, spacing,
             parsed(raw)
         return
     assert json.dumps(parsed(raw), sort_keys=True) == json.dumps(expected, sort_keys=True)
+
+
+ACCEPTS = [None, "*/*", "application/json", "application/json; indent=4", "text/html", "application/*", ""]
+ACCEPTS += ["text/plain", "text/plain, */*;q=0.1", "text/html;q=0.5, application/json", "nonsense"]
+RENDERERS = [
+    [FastJSONRenderer],
+    [PrometheusRenderer],
+    [FastJSONRenderer, BrowsableAPIRenderer],
+    [PrometheusRenderer, FastJSONRenderer],
+]
+
+
+def negotiated(negotiation, accept: str | None, renderers: list, query: str, suffix: str | None) -> tuple:
+    headers = {} if accept is None else {"HTTP_ACCEPT": accept}
+    request = Request(APIRequestFactory().get(f"/x/{query}", **headers))
+    try:
+        renderer, media_type = negotiation.select_renderer(request, [r() for r in renderers], suffix)
+    except Exception as error:
+        return (type(error),)
+    return (type(renderer), media_type)
+
+
+@pytest.mark.parametrize("renderers", RENDERERS)
+@pytest.mark.parametrize("query, suffix", [("", None), ("?format=json", None), ("?format=", None), ("", "api")])
+def test_the_fast_negotiation_answers_as_drfs_own(renderers, query, suffix):
+    for accept in ACCEPTS:
+        expected = negotiated(DefaultContentNegotiation(), accept, renderers, query, suffix)
+        assert negotiated(ContentNegotiation(), accept, renderers, query, suffix) == expected, accept

@@ -4,7 +4,8 @@ DRF runs authentication (``CachedTokenAuthentication``: no query once the token 
 permission checks and the throttles (their count rides along, ``activity.rate_limits``) before the
 view; then the caller's own activity is queued the same way (``services.record_caller``). Whatever
 the view sends to Redis first carries both, and a view that sends nothing sends them at the end.
-So the tracking middleware leaves these requests alone (``RECORDED``).
+So the tracking middleware leaves these requests alone (``RECORDED``). The renderer is chosen
+without parsing ``Accept`` in the common cases (``api.negotiation``).
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from activity import services, traffic
+from activity.api.negotiation import ContentNegotiation
 from activity.errors import InvalidValue
 from activity.events import clean_user
 from activity.middleware import RECORDED, tracks_request
 
 
 class ServiceView(APIView):
+    content_negotiation_class = ContentNegotiation
+
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         with services.one_round_trip() as send_rest:
             response = super().dispatch(request, *args, **kwargs)

@@ -59,7 +59,7 @@ class LastSeenView(ServiceView):
         seen = services.last_seen(user_from_url(user))
         if seen is None:
             raise NotFound("This user has never been seen.")
-        return Response(s.LastSeenSerializer(seen).data)
+        return Response({"user": seen.user, "ts": seen.ts, "last_seen": iso(seen.ts), "online": seen.online})
 
 
 class OnlineView(ServiceView):
@@ -139,7 +139,18 @@ class ReportView(ServiceView):
             OpenApiParameter("name", str, OpenApiParameter.PATH, enum=list(reports.REGISTRY)),
             s.ReportQuerySerializer,
             OpenApiParameter(
-                "X-Cache", str, OpenApiParameter.HEADER, enum=["hit", "miss", "stale"], required=True, response=[200]
+                "X-Cache",
+                str,
+                OpenApiParameter.HEADER,
+                enum=["hit", "miss", "stale"],
+                required=True,
+                response=[200],
+                description=(
+                    "hit: a fresh copy (active-by-name: every viewer so far is in); miss: built for this request; "
+                    "stale: the previous copy, served while another client rebuilds it (active-by-name: some new "
+                    "viewers are not merged in yet and are missing; the refresh job merges them, normally within "
+                    "ACTIVITY_REPORT_REFRESH_INTERVAL seconds)."
+                ),
             ),
             *HEADERS,
         ],

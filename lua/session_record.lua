@@ -12,13 +12,15 @@
 -- not into the million-member by-name index (an ordered insert); lua/report_by_name.lua merges
 -- pending entries into the index in bounded slices. A view bringing a new username removes the
 -- old entry from the index and from the pending set and adds the new one to the pending set.
--- TTLs: a period's counter gets its TTL when INCR creates it (answers 1), and so do that period's
--- candidates and pending set (when the entry is new to it), the keys that list its users; so they
--- outlive every counter of the period, and a key recreated after it expired gets its TTL back
--- with its first write. The by-name index gets its TTL from the merge that fills it. The day's
--- counts (sessions started, page views) get theirs when INCR creates them and its paths when the set
--- is made: a per-day key is written during its day (and by late events within retention), so the
--- TTL of its first write is the day's retention; a display name is SET with its TTL.
+-- TTLs: a period's counter gets its TTL when INCR creates it (answers 1); the candidates get theirs
+-- renewed when a user enters them, which is at or after that user's counter was created, and the
+-- pending set when an entry is new to it: so neither expires before the counter of a user it lists,
+-- and a key recreated after it expired gets its TTL back with its first write. A first view that
+-- does not enter a full set of candidates (most first views, on a big site) leaves its TTL alone.
+-- The by-name index gets its TTL from the merge that fills it. The day's counts (sessions started,
+-- page views) get theirs when INCR creates them and its paths when the set is made: a per-day key
+-- is written during its day (and by late events within retention), so the TTL of its first write
+-- is the day's retention; a display name is SET with its TTL.
 -- The day's paths keep the most viewed: when a new path takes the set past the cap plus the slack,
 -- the fewest viewed are removed down to the cap. A trim removes at most slack + 1 members, once per
 -- slack + 1 new paths, so the cost stays amortized O(log N) per view.
@@ -126,7 +128,7 @@ local function count_view(counter, top, user, ttl)
       redis.call('ZREMRANGEBYRANK', top, 0, -candidates - 1)
     end
   end
-  if count == 1 or added == 1 then
+  if added == 1 then
     redis.call('EXPIRE', top, ttl)
   end
   return count

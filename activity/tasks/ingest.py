@@ -7,18 +7,11 @@ from typing import Any
 from celery import shared_task
 
 from activity import services
-from activity.errors import StoreUnavailable
 from activity.events import clean_events
+from activity.tasks import retries
 
 
-@shared_task(
-    name="activity.record_events",
-    autoretry_for=(StoreUnavailable,),
-    retry_backoff=True,
-    retry_backoff_max=60,
-    max_retries=10,
-    acks_late=True,
-)
+@shared_task(name="activity.record_events", **retries.while_redis_is_away(max_retries=10, backoff_max=60))
 def record_events(events: list[dict[str, Any]]) -> dict[str, int]:
     """Record a batch of events (dicts as in ``POST /api/v1/events/``).
 

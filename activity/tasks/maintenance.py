@@ -17,16 +17,13 @@ from activity import clock, locks
 from activity import flush as flush_service
 from activity import prune as prune_service
 from activity import sweep as sweep_service
-from activity.errors import StoreUnavailable
+from activity.tasks import retries
 
 SOFT_TIME_LIMIT, TIME_LIMIT = locks.job_time_limits()
 JOB_OPTIONS: dict[str, Any] = {
-    "autoretry_for": (StoreUnavailable,),
-    "retry_backoff": True,
-    "max_retries": 3,
+    **retries.while_redis_is_away(max_retries=3, backoff_max=600),
     "soft_time_limit": SOFT_TIME_LIMIT,
     "time_limit": TIME_LIMIT,
-    "acks_late": True,
     "bind": True,
 }
 

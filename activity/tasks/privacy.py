@@ -6,18 +6,11 @@ from __future__ import annotations
 from celery import shared_task
 
 from activity import privacy
-from activity.errors import StoreUnavailable
 from activity.events import clean_user
+from activity.tasks import retries
 
 
-@shared_task(
-    name="activity.erase_user",
-    autoretry_for=(StoreUnavailable,),
-    retry_backoff=True,
-    retry_backoff_max=300,
-    max_retries=None,
-    acks_late=True,
-)
+@shared_task(name="activity.erase_user", **retries.while_redis_is_away(max_retries=None))
 def erase_user(user: str) -> dict[str, int]:
     """Erase ``user`` everywhere (``InvalidValue`` for a malformed id: not retried)."""
     erased = privacy.erase(clean_user(user))

@@ -8,17 +8,10 @@ from typing import Any
 from celery import shared_task
 
 from activity import audience, calendar
-from activity.errors import StoreUnavailable
+from activity.tasks import retries
 
 
-@shared_task(
-    name="activity.rollup_day",
-    autoretry_for=(StoreUnavailable,),
-    retry_backoff=True,
-    retry_backoff_max=300,
-    max_retries=10,
-    acks_late=True,
-)
+@shared_task(name="activity.rollup_day", **retries.while_redis_is_away(max_retries=10))
 def rollup_day(day: str | None = None) -> dict[str, Any]:
     """Roll up ``day`` (ISO date; default: yesterday, UTC) into its ``DailyRollup`` row."""
     target = date.fromisoformat(day) if day else calendar.today() - timedelta(days=1)

@@ -39,6 +39,13 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_TRACK_MIN_STATUS": 200,
     "ACTIVITY_TRACK_MAX_STATUS": 399,
     "ACTIVITY_TRACK_EXCLUDE_PATHS": ("/static/", "/media/", "/healthz", "/metrics", "/favicon.ico"),
+    # The middleware's activity waits up to this many milliseconds in its process and goes to
+    # Redis in batches, one round trip each (0: each request sends its own before answering).
+    "ACTIVITY_TRACK_BATCH_MS": 50,
+    # A batch goes as soon as this many requests' activity waits; at most BUFFER_MAX wait (the
+    # oldest dropped past it, while Redis is slow or away).
+    "ACTIVITY_TRACK_BATCH_SIZE": 500,
+    "ACTIVITY_TRACK_BUFFER_MAX": 20000,
     "ACTIVITY_MAX_PAGE_SIZE": 500,
     # Seconds a process remembers who it recorded as active (or visiting) on a day, so it does not
     # write that again on every request (0: write it every time).
@@ -132,7 +139,13 @@ _PATTERNS = {"ACTIVITY_BOT_PATTERNS"}
 # (larger, smaller): settings that may not be below another one, checked whenever either is read.
 _AT_LEAST = (("ACTIVITY_REPORT_CANDIDATES", "ACTIVITY_REPORT_TOP"),)
 # Settings that may not be below a number, checked whenever read (0 slices would never merge).
-_MINIMUM = {"ACTIVITY_REPORT_MERGE_SLICE": 1, "ACTIVITY_REPORT_MERGE_SLICES_PER_RUN": 1}
+_MINIMUM = {
+    "ACTIVITY_REPORT_MERGE_SLICE": 1,
+    "ACTIVITY_REPORT_MERGE_SLICES_PER_RUN": 1,
+    "ACTIVITY_TRACK_BATCH_MS": 0,
+    "ACTIVITY_TRACK_BATCH_SIZE": 1,
+    "ACTIVITY_TRACK_BUFFER_MAX": 1,
+}
 
 _cache: dict[str, Any] = {}
 

@@ -16,6 +16,9 @@ REDIS_FAILURES = Counter(
     "activity_redis_failures", "Redis calls that failed because Redis could not serve.", ["reason"]
 )
 FAIL_OPEN_PAUSES = Counter("activity_fail_open_pauses", "Times the middleware paused tracking after a Redis failure.")
+TRACK_DROPPED = Counter(
+    "activity_track_dropped", "Tracked requests dropped unsent: more waited than ACTIVITY_TRACK_BUFFER_MAX."
+)
 FLUSH_ROWS = Counter("activity_flush_rows_written", "Last-seen rows written to the database by the flush.")
 REPORT_REBUILDS = Counter("activity_report_rebuilds", "Cached copies (reports, next-page picks) rebuilt.")
 REPORT_STALE_SERVES = Counter(

@@ -1,5 +1,7 @@
 """Tracking middleware: records the signed-in user's last seen (and, for pages, i.e. GET answering
-2xx with HTML, a page view of their navigation session), or an anonymous visit, in one round trip.
+2xx with HTML, a page view of their navigation session), or an anonymous visit. By default the
+request only hands its activity to its process's batches (``activity.track_batches``), which a
+thread sends every ``ACTIVITY_TRACK_BATCH_MS``; with 0, each request sends its own, one round trip.
 
 Anonymous browsers get a random first-party visitor id cookie (128 bits from ``secrets``, signed
 with ``SECRET_KEY``; never derived from the IP), unless ``ACTIVITY_VISITOR_COOKIES`` is off, the
@@ -30,9 +32,10 @@ from django.core.signing import BadSignature, Signer
 from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
-from activity import clock, conf, metrics, services, traffic
+from activity import clock, conf, metrics, track_batches, traffic
 from activity.errors import InvalidValue, StoreUnavailable
 from activity.events import MAX_PATH_LENGTH, Event, clean_user
+from activity.track_batches import Activity
 
 logger = logging.getLogger("activity.middleware")
 
@@ -69,6 +72,19 @@ class FailOpen:
 
 
 fail_open = FailOpen()
+batches = track_batches.Batches(failed=fail_open.failed)
+
+
+def record(activity: Activity) -> None:
+    """Hand a tracked request's activity over: to the batches, or with ``ACTIVITY_TRACK_BATCH_MS``
+    = 0 straight to Redis (a failure then pauses tracking here)."""
+    if conf.settings.TRACK_BATCH_MS > 0:
+        batches.add(activity)
+        return
+    try:
+        track_batches.send([activity])
+    except StoreUnavailable as error:
+        fail_open.failed(error)
 
 
 # Set on a request whose caller's activity the API already recorded with its own round trip.
@@ -185,12 +201,9 @@ class ActivityMiddleware:
         visitor = None if user is not None or kind != traffic.PERSON else tracked_visitor(request, response)
         if (user is not None or visitor is not None or kind != traffic.PERSON) and not fail_open.paused():
             now = clock.now()
-            try:
-                if user is not None:
-                    event = Event(user=user, ts=now, path=page_view_path(request, response))
-                    services.record_events([event], names={user: request.user.get_username()}, kind=kind)
-                else:
-                    services.record_events([], visitors=[] if visitor is None else [(visitor, now)], kind=kind)
-            except StoreUnavailable as error:
-                fail_open.failed(error)
+            if user is not None:
+                event = Event(user=user, ts=now, path=page_view_path(request, response))
+                record(Activity(kind, event=event, name=request.user.get_username()))
+            else:
+                record(Activity(kind, visitor=None if visitor is None else (visitor, now)))
         return response

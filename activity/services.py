@@ -75,6 +75,7 @@ def record_events(
     visitors: Sequence[tuple[str, float]] = (),
     names: Mapping[str, str] | None = None,
     kind: str = traffic.PERSON,
+    requests: int = 1,
 ) -> RecordResult:
     """Record a validated batch in one round trip: one EVALSHA for its last-seen updates (one per
     last-seen partition it touches), one for its page views (events with a path) and the
@@ -86,7 +87,8 @@ def record_events(
     to usernames where the caller knows them (the middleware does); the reports sort by them.
     ``kind`` is what ``activity.traffic.classify`` made of the request: a ``BOT``'s or a
     ``MACHINE``'s events move last seen only (a machine's count as a person's under
-    ``ACTIVITY_COUNT_MACHINES``), and the request is counted in the day's figure of its kind.
+    ``ACTIVITY_COUNT_MACHINES``), and the ``requests`` they came in (the middleware's batches carry
+    many) are counted in the day's figure of their kind.
     A page view dated more than ``ACTIVITY_PAGE_STATS_DAYS`` days back is not recorded as one (its
     statistics would already be gone), so per-period statistics exist only for periods an erase
     can name. Users erased and still tombstoned are skipped by the scripts.
@@ -95,7 +97,7 @@ def record_events(
     its users belongs to a materialized group view does a second round trip update those views.
     """
     pipe = get_client().pipeline(transaction=False)
-    finish = queue_record(pipe, events, visitors, names, kind)
+    finish = queue_record(pipe, events, visitors, names, kind, requests)
     return finish(pipe.execute() if len(pipe) else [])
 
 
@@ -117,6 +119,7 @@ def queue_record(
     visitors: Sequence[tuple[str, float]] = (),
     names: Mapping[str, str] | None = None,
     kind: str = traffic.PERSON,
+    requests: int = 1,
 ) -> Callable[[list[Any]], RecordResult]:
     """``record_events``' commands queued on ``pipe``; call what it returns with the pipeline's
     replies to finish (group views) and get the result."""
@@ -157,7 +160,7 @@ def queue_record(
         new_at = visitors_store.queue_visits(pipe, user_visits, visits, now, conf.settings.VISITOR_PARTITION_BITS)
         actives_store.queue_actives(pipe, actives, now, conf.settings.ACTIVE_BITMAP_MAX_ID)
     if kind != traffic.PERSON:
-        traffic_store.queue_count(pipe, kind, day_of(now), now)
+        traffic_store.queue_count(pipe, kind, day_of(now), now, requests)
     groups_at = group_store.queue_groups_of(pipe, latest)
 
     def finish(results: list[Any]) -> RecordResult:

@@ -62,6 +62,13 @@ def mid_minute(monkeypatch) -> float:
 
 
 @pytest.fixture(autouse=True)
+def _tracked_request_by_request(settings):
+    """The middleware sends each request's activity before answering, so a test reads what its
+    requests wrote; the batches (the default) have their own tests (test_track_batches)."""
+    settings.ACTIVITY_TRACK_BATCH_MS = 0
+
+
+@pytest.fixture(autouse=True)
 def _clean_state(redis_client):
     _forget_process_state()
     yield

@@ -11,12 +11,13 @@ from activity.store.daily import day_ttl
 from activity.store.scripts import Pipeline
 
 
-def queue_count(pipe: Pipeline, kind: str, day: date, now: float) -> None:
-    """Queue HINCRBY of ``kind`` in ``day``'s hash (and its TTL); nothing for a day out of retention."""
+def queue_count(pipe: Pipeline, kind: str, day: date, now: float, requests: int = 1) -> None:
+    """Queue HINCRBY of ``kind`` in ``day``'s hash by ``requests`` (and its TTL); nothing for a day
+    out of retention."""
     ttl = day_ttl(day, now)
     if ttl > 0:
         key = keys.traffic(day_name(day))
-        pipe.hincrby(key, kind, 1)
+        pipe.hincrby(key, kind, requests)
         pipe.expire(key, ttl)
 
 

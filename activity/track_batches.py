@@ -1,0 +1,136 @@
+"""The tracking middleware's activity, sent to Redis in batches by one thread per process.
+
+Sent request by request, a tracked page costs its request a round trip and Redis one call of each
+script per view, whose fixed part outweighs the view's own work (``bench.reports_scale``: a page
+view costs Redis 3x more in a call of its own than in a call of 100). So with
+``ACTIVITY_TRACK_BATCH_MS`` above 0 the middleware only appends the request's activity here (a lock
+and a list append), and a daemon thread sends what gathered every ``ACTIVITY_TRACK_BATCH_MS``, or as
+soon as ``ACTIVITY_TRACK_BATCH_SIZE`` entries wait: one ``services.record_events`` call per kind of
+traffic, so one round trip and one call of each script for the whole batch. Order within a batch
+does not matter: last seen only moves forward, and a session's views are sorted by time.
+
+What it costs: activity reaches Redis up to ``ACTIVITY_TRACK_BATCH_MS`` later, and a process killed
+outright (SIGKILL, the OOM killer) loses what it had not sent, at most that long of its requests. A
+process that exits normally sends the rest first (``atexit``). At most ``ACTIVITY_TRACK_BUFFER_MAX``
+entries wait; past that (Redis slow or away) the oldest are dropped and counted
+(``activity_track_dropped``). A batch Redis refuses is dropped as the middleware's own failures
+are: logged, counted, and tracking paused for ``ACTIVITY_FAIL_OPEN_BACKOFF`` seconds. With
+``ACTIVITY_TRACK_BATCH_MS`` = 0 each request records its own activity before its response returns.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from activity import conf, metrics, services
+from activity.errors import StoreUnavailable
+from activity.events import Event
+
+logger = logging.getLogger("activity.track_batches")
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """One tracked request: a signed-in user's event (and username), or an anonymous visit."""
+
+    kind: str
+    event: Event | None = None
+    name: str = ""
+    visitor: tuple[str, float] | None = None
+
+
+@dataclass
+class _Kind:
+    """A batch's requests of one kind of traffic, as ``record_events`` takes them."""
+
+    events: list[Event] = field(default_factory=list)
+    visitors: list[tuple[str, float]] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)
+    requests: int = 0
+
+
+def send(entries: list[Activity]) -> None:
+    """Record ``entries`` now: one ``record_events`` call per kind of traffic, one round trip.
+    Raises ``StoreUnavailable``."""
+    kinds: dict[str, _Kind] = {}
+    for entry in entries:
+        batch = kinds.setdefault(entry.kind, _Kind())
+        batch.requests += 1
+        if entry.event is not None:
+            batch.events.append(entry.event)
+            batch.names[entry.event.user] = entry.name
+        if entry.visitor is not None:
+            batch.visitors.append(entry.visitor)
+    for kind, batch in kinds.items():
+        services.record_events(batch.events, batch.visitors, batch.names, kind=kind, requests=batch.requests)
+
+
+class Batches:
+    """The waiting entries and the thread that sends them; started in the process that first adds
+    (a forked child starts afresh: what its parent had waiting is the parent's to send)."""
+
+    def __init__(self, failed: Callable[[StoreUnavailable], None]) -> None:
+        self._failed = failed
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+        atexit.register(self.flush)
+
+    def _reset(self) -> None:
+        self._ready = threading.Condition()
+        self._waiting: deque[Activity] = deque()
+        self._thread: threading.Thread | None = None
+
+    def add(self, entry: Activity) -> None:
+        with self._ready:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="activity-track-batches", daemon=True)
+                self._thread.start()
+            self._waiting.append(entry)
+            while len(self._waiting) > conf.settings.TRACK_BUFFER_MAX:
+                self._waiting.popleft()
+                metrics.TRACK_DROPPED.inc()
+            if len(self._waiting) in (1, conf.settings.TRACK_BATCH_SIZE):  # a batch begins, or is full
+                self._ready.notify()
+
+    def waiting(self) -> int:
+        with self._ready:
+            return len(self._waiting)
+
+    def flush(self) -> None:
+        """Send everything waiting now, in batches of ``ACTIVITY_TRACK_BATCH_SIZE``."""
+        while self._send_batch():
+            pass
+
+    def _run(self) -> None:
+        """Wait for a first entry, then for the batch time to pass, the batch to fill or someone
+        else to send it (``flush``), and send what waits."""
+        while True:
+            with self._ready:
+                self._ready.wait_for(lambda: self._waiting)
+                self._ready.wait_for(
+                    lambda: not self._waiting or len(self._waiting) >= conf.settings.TRACK_BATCH_SIZE,
+                    timeout=conf.settings.TRACK_BATCH_MS / 1000,
+                )
+            self.flush()
+
+    def _send_batch(self) -> bool:
+        """Send one batch; False when nothing was waiting."""
+        with self._ready:
+            size = min(len(self._waiting), conf.settings.TRACK_BATCH_SIZE)
+            batch = [self._waiting.popleft() for _ in range(size)]
+            self._ready.notify()  # a thread waiting for this batch's time need wait no more
+        if not batch:
+            return False
+        try:
+            send(batch)
+        except StoreUnavailable as error:
+            self._failed(error)
+        except Exception:  # the thread outlives any one batch; the error is the batch's to report
+            logger.exception("a batch of %d tracked requests was not recorded", len(batch))
+        return True

@@ -1,0 +1,145 @@
+"""The middleware's batches: many tracked requests, one round trip; bounded; nothing lost on a normal
+exit; Redis away fails open. (The rest of the suite sends request by request: conftest.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client, override_settings
+
+from activity import audience, clock, metrics, services
+from activity.middleware import batches, fail_open
+from activity.store import keys
+from project.redis_server import free_port
+from tests.test_commands import subprocess_env
+
+pytestmark = [pytest.mark.urls("tests.pages"), pytest.mark.django_db]
+
+# The thread waits a minute before sending on its own, so what a test sees waiting is what its
+# requests left, until it flushes.
+HELD = {"ACTIVITY_TRACK_BATCH_MS": 60_000, "ACTIVITY_TRACK_BATCH_SIZE": 1000}
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_waiting():
+    batches.flush()
+    yield
+    batches.flush()
+
+
+def round_trips() -> float:
+    return metrics.REDIS_ROUND_TRIPS._value.get()
+
+
+def browsers(count: int) -> list[tuple[str, Client]]:
+    found = []
+    for n in range(count):
+        user = get_user_model().objects.create_user(f"reader{n}")
+        client = Client()
+        client.force_login(user)
+        found.append((str(user.pk), client))
+    return found
+
+
+def eventually(condition, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_many_tracked_pages_are_one_round_trip_and_nothing_is_sent_before(redis_client):
+    readers = browsers(31)
+    with override_settings(**HELD):
+        readers.pop()[1].get("/pricing")
+        batches.flush()  # loads the scripts (a NOSCRIPT is re-run on its own: not this test's count)
+        before = round_trips()
+        for _, client in readers:
+            assert client.get("/pricing").status_code == 200
+        assert round_trips() == before  # the requests only handed their activity over
+        assert batches.waiting() == 30
+        batches.flush()
+    assert round_trips() == before + 1
+    seen = redis_client.zmscore(keys.last_seen(), [user for user, _ in readers])
+    assert None not in seen
+    assert all(redis_client.llen(keys.session(user)) == 1 for user, _ in readers)
+    assert services.page_views(audience.stats().day) == 31  # the warm-up's and the thirty
+
+
+def test_late_requests_in_a_batch_never_move_last_seen_back(redis_client, monkeypatch):
+    ((user, client),) = browsers(1)
+    now = clock.now()
+    with override_settings(**HELD):
+        for offset in (5.0, 1.0, 9.0, 3.0):  # the batch holds them out of order
+            monkeypatch.setattr(clock, "now", lambda offset=offset: now + offset)
+            client.get("/pricing")
+        batches.flush()
+    assert redis_client.zscore(keys.last_seen(), user) == pytest.approx(now + 9.0, abs=0.001)
+    assert redis_client.llen(keys.session(user)) == 4
+
+
+def test_the_thread_sends_after_the_batch_time_or_at_the_batch_size(redis_client):
+    (first, early), (second, full) = browsers(2)
+    with override_settings(ACTIVITY_TRACK_BATCH_MS=20):
+        early.get("/pricing")
+        assert eventually(lambda: redis_client.zscore(keys.last_seen(), first) is not None)
+    with override_settings(ACTIVITY_TRACK_BATCH_MS=60_000, ACTIVITY_TRACK_BATCH_SIZE=3):
+        for _ in range(3):
+            full.get("/pricing")
+        assert eventually(lambda: redis_client.llen(keys.session(second)) == 3)
+
+
+def test_bots_in_a_batch_are_counted_one_per_request(redis_client):
+    crawler = Client(headers={"User-Agent": "curl/8.5.0"})
+    with override_settings(**HELD):
+        for _ in range(7):
+            crawler.get("/pricing")
+        batches.flush()
+    assert audience.stats().bots_day == 7
+
+
+def test_a_full_buffer_drops_the_oldest_and_counts_them(redis_client):
+    readers = browsers(8)
+    dropped = metrics.TRACK_DROPPED._value.get()
+    with override_settings(**HELD, ACTIVITY_TRACK_BUFFER_MAX=5):
+        for _, client in readers:
+            client.get("/pricing")
+        assert batches.waiting() == 5
+        batches.flush()
+    assert metrics.TRACK_DROPPED._value.get() == dropped + 3
+    seen = redis_client.zmscore(keys.last_seen(), [user for user, _ in readers])
+    assert [score is not None for score in seen] == [False] * 3 + [True] * 5
+
+
+def test_redis_away_drops_the_batch_and_pauses_tracking_pages_still_served(redis_client):
+    ((user, client),) = browsers(1)
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    with override_settings(**HELD, REDIS_URL=dead, ACTIVITY_FAIL_OPEN_BACKOFF=60):
+        assert client.get("/pricing").status_code == 200
+        batches.flush()  # fails: logged, counted, tracking paused
+        assert [client.get("/pricing").status_code for _ in range(3)] == [200] * 3
+        assert batches.waiting() == 0  # paused: the three handed nothing over
+    assert (fail_open.failures, fail_open.skipped) == (1, 3)
+    assert redis_client.zscore(keys.last_seen(), user) is None
+
+
+def test_a_process_exiting_normally_sends_what_waits(redis_client):
+    script = """
+import django, time
+django.setup()
+from activity.events import Event
+from activity.middleware import batches
+from activity.track_batches import Activity
+batches.add(Activity("person", event=Event("leaving", time.time(), "/bye"), name="leaving"))
+assert batches.waiting() == 1
+"""
+    env = {**subprocess_env(), "ACTIVITY_TRACK_BATCH_MS": "60000"}
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=60)
+    assert redis_client.zscore(keys.last_seen(), "leaving") is not None
+    assert redis_client.llen(keys.session("leaving")) == 1

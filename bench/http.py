@@ -461,7 +461,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=4, help="per worker")
+    parser.add_argument("--threads", type=int, default=1, help="per worker (make run's default)")
     parser.add_argument("--with-granian", action="store_true", help="also run each case against granian")
     args = parser.parse_args()
     if not shutil.which("wrk"):

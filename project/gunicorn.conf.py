@@ -1,10 +1,13 @@
 """gunicorn's settings for ``make run`` and ``bench/http.py``: ``gunicorn -c project/gunicorn.conf.py``.
 
-gthread workers: each worker process answers keep-alive connections itself and runs a few threads,
-so a request that waits on Redis or the database (a reader waiting for a report rebuild blocks up to
-``ACTIVITY_REPORT_WAIT`` s) holds one thread, not a whole process. The environment sets the sizes:
-``WEB_CONCURRENCY`` worker processes (default two per CPU this process may run on) and
-``WEB_THREADS`` threads each (default 4); ``HOST`` and ``PORT`` as for the rest of the project. Any
+gthread workers: each worker process answers keep-alive connections itself (no TCP handshake per
+request, as sync workers would pay without a proxy in front), with one request thread by default:
+the service's requests are Python work with short waits on Redis and the database, and more threads
+per process only contend for the GIL (``bench.http``: a tracked signed-in page at 0.36x its floor
+with 4 threads, 0.83x with 2, 0.95x with 1). The environment sets the sizes: ``WEB_CONCURRENCY``
+worker processes (default two per CPU this process may run on) and ``WEB_THREADS`` threads each
+(default 1; raise it if many readers may wait at once on cold report rebuilds, up to
+``ACTIVITY_REPORT_WAIT`` s each); ``HOST`` and ``PORT`` as for the rest of the project. Any
 other gunicorn flag can be added through ``GUNICORN_CMD_ARGS`` (``--access-logfile -`` for example).
 The app is not preloaded: each worker imports Django and opens its own Redis and database
 connections after the fork.
@@ -16,7 +19,7 @@ wsgi_app = "project.wsgi:application"
 bind = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}"
 worker_class = "gthread"
 workers = int(os.environ.get("WEB_CONCURRENCY") or 2 * len(os.sched_getaffinity(0)))
-threads = int(os.environ.get("WEB_THREADS") or 4)
+threads = int(os.environ.get("WEB_THREADS") or 1)
 # Without a proxy in front, browsers keep connections open between page loads.
 keepalive = 5
 

@@ -13,9 +13,11 @@ What it costs: activity reaches Redis up to ``ACTIVITY_TRACK_BATCH_MS`` later, a
 outright (SIGKILL, the OOM killer) loses what it had not sent, at most that long of its requests. A
 process that exits normally sends the rest first (``atexit``). At most ``ACTIVITY_TRACK_BUFFER_MAX``
 entries wait; past that (Redis slow or away) the oldest are dropped and counted
-(``activity_track_dropped``). A batch Redis refuses is dropped as the middleware's own failures
-are: logged, counted, and tracking paused for ``ACTIVITY_FAIL_OPEN_BACKOFF`` seconds. With
-``ACTIVITY_TRACK_BATCH_MS`` = 0 each request records its own activity before its response returns.
+(``activity_track_dropped``). When Redis refuses a batch, it and what waited behind it are dropped
+as the middleware's own failures are: logged, counted, and tracking paused for
+``ACTIVITY_FAIL_OPEN_BACKOFF`` seconds (so a process exiting while Redis is away pays one timeout).
+With ``ACTIVITY_TRACK_BATCH_MS`` = 0 each request records its own activity before its response
+returns.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class Batches:
 
     def _reset(self) -> None:
         self._ready = threading.Condition()
+        self._sending = threading.Lock()  # one sender at a time: the thread, or a flush
         self._waiting: deque[Activity] = deque()
         self._thread: threading.Thread | None = None
 
@@ -104,8 +107,9 @@ class Batches:
 
     def flush(self) -> None:
         """Send everything waiting now, in batches of ``ACTIVITY_TRACK_BATCH_SIZE``."""
-        while self._send_batch():
-            pass
+        with self._sending:
+            while self._send_batch():
+                pass
 
     def _run(self) -> None:
         """Wait for a first entry, then for the batch time to pass, the batch to fill or someone
@@ -120,7 +124,8 @@ class Batches:
             self.flush()
 
     def _send_batch(self) -> bool:
-        """Send one batch; False when nothing was waiting."""
+        """Send one batch; False when nothing was waiting, or when Redis refused it (then what
+        waited behind it is dropped too)."""
         with self._ready:
             size = min(len(self._waiting), conf.settings.TRACK_BATCH_SIZE)
             batch = [self._waiting.popleft() for _ in range(size)]
@@ -130,7 +135,11 @@ class Batches:
         try:
             send(batch)
         except StoreUnavailable as error:
+            with self._ready:  # the rest would fail alike: dropped now, not tried batch after batch
+                metrics.TRACK_DROPPED.inc(len(batch) + len(self._waiting))
+                self._waiting.clear()
             self._failed(error)
+            return False
         except Exception:  # the thread outlives any one batch; the error is the batch's to report
             logger.exception("a batch of %d tracked requests was not recorded", len(batch))
         return True

@@ -117,16 +117,19 @@ def test_a_full_buffer_drops_the_oldest_and_counts_them(redis_client):
     assert [score is not None for score in seen] == [False] * 3 + [True] * 5
 
 
-def test_redis_away_drops_the_batch_and_pauses_tracking_pages_still_served(redis_client):
-    ((user, client),) = browsers(1)
+def test_redis_away_drops_what_waits_once_and_pauses_tracking_pages_still_served(redis_client):
+    readers = browsers(5)
+    dropped = metrics.TRACK_DROPPED._value.get()
     dead = f"redis://127.0.0.1:{free_port()}/0"
     with override_settings(**HELD, REDIS_URL=dead, ACTIVITY_FAIL_OPEN_BACKOFF=60):
-        assert client.get("/pricing").status_code == 200
-        batches.flush()  # fails: logged, counted, tracking paused
-        assert [client.get("/pricing").status_code for _ in range(3)] == [200] * 3
-        assert batches.waiting() == 0  # paused: the three handed nothing over
-    assert (fail_open.failures, fail_open.skipped) == (1, 3)
-    assert redis_client.zscore(keys.last_seen(), user) is None
+        assert [client.get("/pricing").status_code for _, client in readers[:4]] == [200] * 4
+        with override_settings(ACTIVITY_TRACK_BATCH_SIZE=2):
+            batches.flush()  # the first batch of 2 fails: logged, counted, the 2 behind it dropped too
+        assert metrics.TRACK_DROPPED._value.get() == dropped + 4
+        assert [client.get("/pricing").status_code for _, client in readers] == [200] * 5
+        assert batches.waiting() == 0  # paused: these handed nothing over
+    assert (fail_open.failures, fail_open.skipped) == (1, 5)  # one try, not one per batch
+    assert redis_client.zmscore(keys.last_seen(), [user for user, _ in readers]) == [None] * 5
 
 
 def test_a_process_exiting_normally_sends_what_waits(redis_client):

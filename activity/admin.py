@@ -13,9 +13,11 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
 from activity import clock, conf, privacy, services
@@ -24,6 +26,9 @@ from activity.errors import StoreUnavailable
 from activity.models import DailyRollup, UserActivity
 
 DORMANT_DAYS = 30
+# Users one run of the erase action takes at most: its confirmation page lists them, and the erase
+# runs inside the request. More go through the API or ``manage.py activity_erase``.
+ERASE_PER_ACTION = 500
 
 
 class SeenFilter(admin.SimpleListFilter):
@@ -96,19 +101,36 @@ class UserActivityAdmin(ReadOnlyAdmin):
         return request.user.has_perm("activity.delete_useractivity")
 
     @admin.action(description="Erase the selected users' activity everywhere", permissions=["erase"])
-    def erase_activity(self, request: HttpRequest, queryset: QuerySet) -> None:
-        """Erase each selected user in Redis and the database (docs/privacy.md)."""
+    def erase_activity(self, request: HttpRequest, queryset: QuerySet) -> TemplateResponse | None:
+        """Erase each selected user in Redis and the database (docs/privacy.md), once staff confirmed
+        on a page listing them, as Django's own delete action asks: an erase cannot be undone."""
+        users = list(queryset.values_list("user_id", flat=True)[: ERASE_PER_ACTION + 1])
+        if len(users) > ERASE_PER_ACTION:
+            limit = f"Select at most {ERASE_PER_ACTION} users per erase"
+            self.message_user(request, f"{limit} (for more: the API or manage.py activity_erase).", messages.ERROR)
+            return None
+        if request.POST.get("post") != "yes":
+            context = {
+                **self.admin_site.each_context(request),
+                "title": "Erase activity",
+                "users": users,
+                "opts": self.model._meta,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                "media": self.media,
+            }
+            return TemplateResponse(request, "admin/activity/useractivity/erase_confirmation.html", context)
         erased = []
         try:
-            for user_id in queryset.values_list("user_id", flat=True):
+            for user_id in users:
                 privacy.erase(user_id)
                 erased.append(user_id)
         except StoreUnavailable as error:
             self.message_user(
                 request, f"Redis is unavailable ({error}): {len(erased)} erased, retry the rest.", messages.ERROR
             )
-            return
+            return None
         self.message_user(request, f"Erased {len(erased)} users' activity everywhere.", messages.SUCCESS)
+        return None
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return LiveChangeList

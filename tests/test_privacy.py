@@ -19,6 +19,7 @@ from django.test import override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from activity import admin as admin_module
 from activity import clock, flush, groups, privacy, reports, services
 from activity.calendar import day_name, day_of
 from activity.errors import StoreUnavailable
@@ -136,12 +137,20 @@ def test_management_command_erases_and_refuses_bad_or_unknown_ids_before_anythin
     assert_no_trace("other-user")
 
 
-def test_admin_action_erases_the_selected_users_for_staff_with_the_delete_permission(admin_client, redis_client):
+def test_admin_action_erases_the_selected_users_once_confirmed_for_staff_with_the_delete_permission(
+    admin_client, redis_client
+):
     seed(GONE)
     seed("keep-me")
     flush.flush()
     url = reverse("admin:activity_useractivity_changelist")
-    response = admin_client.post(url, {"action": "erase_activity", "_selected_action": [GONE]}, follow=True)
+    chosen = {"action": "erase_activity", "_selected_action": [GONE]}
+    asked = admin_client.post(url, chosen)
+    page = asked.content.decode()
+    assert asked.status_code == 200 and "cannot be undone" in page and f"<li>{GONE}</li>" in page
+    assert 'name="post" value="yes"' in page and f'name="_selected_action" value="{GONE}"' in page
+    assert redis_traces(GONE) != [] and UserActivity.objects.filter(user_id=GONE).exists()  # nothing yet
+    response = admin_client.post(url, {**chosen, "post": "yes"}, follow=True)
     assert response.status_code == 200 and "Erased 1 users" in response.content.decode()
     assert_no_trace(GONE)
     assert UserActivity.objects.filter(user_id="keep-me").exists()
@@ -151,8 +160,22 @@ def test_admin_action_erases_the_selected_users_for_staff_with_the_delete_permis
     browser = type(admin_client)()
     browser.force_login(clerk)
     assert "erase_activity" not in browser.get(url).content.decode()  # no delete permission: no action
-    browser.post(url, {"action": "erase_activity", "_selected_action": ["keep-me"]})
+    browser.post(url, {"action": "erase_activity", "_selected_action": ["keep-me"], "post": "yes"})
     assert UserActivity.objects.filter(user_id="keep-me").exists()
+
+
+def test_the_admin_action_refuses_more_users_than_it_erases_at_once_and_erases_none(
+    admin_client, redis_client, monkeypatch
+):
+    monkeypatch.setattr(admin_module, "ERASE_PER_ACTION", 2)
+    for user in (GONE, "keep-me", "keep-me-too"):
+        seed(user)
+    flush.flush()
+    url = reverse("admin:activity_useractivity_changelist")
+    every = {"action": "erase_activity", "select_across": "1", "_selected_action": [GONE], "post": "yes"}
+    response = admin_client.post(url, every, follow=True)
+    assert "Select at most 2 users per erase" in response.content.decode()
+    assert UserActivity.objects.count() >= 3 and redis_traces(GONE) != []
 
 
 def test_deleting_a_django_user_erases_them_once_the_deletion_commits(redis_client, django_capture_on_commit_callbacks):

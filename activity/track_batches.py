@@ -112,8 +112,9 @@ class Batches:
                 pass
 
     def _run(self) -> None:
-        """Wait for a first entry, then for the batch time to pass, the batch to fill or someone
-        else to send it (``flush``), and send what waits."""
+        """Wait for a first entry, then for the batch time to pass or the batch to fill, and send
+        what waits. When someone else sent it meanwhile (``flush``), the next entry starts a new
+        batch time rather than going out at once."""
         while True:
             with self._ready:
                 self._ready.wait_for(lambda: self._waiting)
@@ -121,6 +122,8 @@ class Batches:
                     lambda: not self._waiting or len(self._waiting) >= conf.settings.TRACK_BATCH_SIZE,
                     timeout=conf.settings.TRACK_BATCH_MS / 1000,
                 )
+                if not self._waiting:
+                    continue
             self.flush()
 
     def _send_batch(self) -> bool:

@@ -16,6 +16,7 @@ from activity.middleware import batches, fail_open
 from activity.store import keys
 from project.redis_server import free_port
 from tests.test_commands import subprocess_env
+from tests.test_request_path import round_trips
 
 pytestmark = [pytest.mark.urls("tests.pages"), pytest.mark.django_db]
 
@@ -29,10 +30,6 @@ def _nothing_left_waiting():
     batches.flush()
     yield
     batches.flush()
-
-
-def round_trips() -> float:
-    return metrics.REDIS_ROUND_TRIPS._value.get()
 
 
 def browsers(count: int) -> list[tuple[str, Client]]:

@@ -4,7 +4,7 @@ gthread workers: each worker process answers keep-alive connections itself (no T
 request, as sync workers would pay without a proxy in front), with one request thread by default:
 the service's requests are Python work with short waits on Redis and the database, and more threads
 per process only contend for the GIL (``bench.http``: a tracked signed-in page at 0.36x its floor
-with 4 threads, 0.83x with 2, 0.95x with 1). The environment sets the sizes: ``WEB_CONCURRENCY``
+with 4 threads, 0.83x with 2, 0.77-0.95x with 1). The environment sets the sizes: ``WEB_CONCURRENCY``
 worker processes (default two per CPU this process may run on) and ``WEB_THREADS`` threads each
 (default 1; raise it if many readers may wait at once on cold report rebuilds, up to
 ``ACTIVITY_REPORT_WAIT`` s each); ``HOST`` and ``PORT`` as for the rest of the project. Any

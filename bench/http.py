@@ -235,18 +235,25 @@ def redis_commands_per_request(case: Case, count: int = 20) -> float:
     from activity.store.client import get_client
 
     client = get_client()
-    before = client.info("stats")["total_commands_processed"]
-    while True:  # until the requests wrk left in flight are done: only our INFO runs in between
-        time.sleep(0.2)
-        before, last = client.info("stats")["total_commands_processed"], before
-        if before == last + 1:
-            break
+
+    def settled() -> int:
+        """Commands run but our INFOs, once that stops changing: what wrk left in flight, and the
+        tracking batches the servers' threads send up to ACTIVITY_TRACK_BATCH_MS later, are done."""
+        found = None
+        while True:
+            info = client.info("stats", "commandstats")
+            count = info["total_commands_processed"] - info.get("cmdstat_info", {}).get("calls", 0)
+            if count == found:
+                return count
+            found = count
+            time.sleep(0.2)
+
+    before = settled()
     for _ in range(count):
         request = urllib.request.Request(case.url, headers=case.headers, method=case.method)
         with urllib.request.urlopen(request, timeout=10) as reply:
             reply.read()
-    after = client.info("stats")["total_commands_processed"]
-    return (after - before - 1) / count  # less the first INFO itself
+    return (settled() - before) / count
 
 
 def check_tracking(all_cases: list[Case]) -> dict[str, float]:

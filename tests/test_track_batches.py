@@ -10,11 +10,15 @@ import time
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from activity import audience, clock, metrics, services
+from activity.calendar import day_name, day_of
 from activity.middleware import batches, fail_open
 from activity.store import keys
 from project.redis_server import free_port
+from tests.redis_counts import CommandDelta
 from tests.test_commands import subprocess_env
 from tests.test_request_path import round_trips
 
@@ -99,6 +103,29 @@ def test_bots_in_a_batch_are_counted_one_per_request(redis_client):
             crawler.get("/pricing")
         batches.flush()
     assert audience.stats().bots_day == 7
+
+
+def test_an_api_callers_activity_joins_the_batches_once_its_request_succeeded(redis_client):
+    """The request's own round trip carries only its work and the throttle's count; the caller's
+    last seen and machine-traffic count wait in the batches, and a refused request's never join."""
+    user = get_user_model().objects.create_user("machine", is_staff=True)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    day = keys.traffic(day_name(day_of(clock.now())))
+    paths = ("/api/v1/users/never-seen/last-seen/", "/api/v1/users/s1/session/", "/api/v1/reports/")
+    with override_settings(**HELD):
+        assert [api.get(path).status_code for path in paths] == [404, 404, 200]  # loads the scripts
+        batches.flush()
+        with CommandDelta(redis_client) as delta:
+            before = round_trips()
+            assert [api.get(path).status_code for path in paths] == [404, 404, 200]
+            assert round_trips() == before + 3
+        # The session read's script and a throttle count each: nothing of the caller's.
+        assert delta.calls["evalsha"] == 4 and not delta.calls["hincrby"]
+        assert batches.waiting() == 1  # the 404s' callers are not recorded
+        batches.flush()
+    assert services.last_seen(str(user.pk)) is not None
+    assert redis_client.hget(day, "machine") == "2"  # the warm-up's and this round's that succeeded
 
 
 def test_a_full_buffer_drops_the_oldest_and_counts_them(redis_client):

@@ -2,10 +2,13 @@
 
 DRF runs authentication (``CachedTokenAuthentication``: no query once the token is known), the
 permission checks and the throttles (their count rides along, ``activity.rate_limits``) before the
-view; then the caller's own activity is queued the same way (``services.record_caller``). Whatever
-the view sends to Redis first carries both, and a view that sends nothing sends them at the end.
-So the tracking middleware leaves these requests alone (``RECORDED``). The renderer is chosen
-without parsing ``Accept`` in the common cases (``api.negotiation``).
+view. The caller's own activity goes where the tracking middleware sends a page's: into the
+process's batches (``activity.track_batches``) once the request has succeeded, so it costs the
+request no command at all; with ``ACTIVITY_TRACK_BATCH_MS`` = 0 it rides along instead
+(``services.record_caller``). Whatever the view sends to Redis first carries the riders, and a view
+that sends nothing sends them at the end. Either way the middleware leaves these requests alone
+(``RECORDED``). The renderer is chosen without parsing ``Accept`` in the common cases
+(``api.negotiation``).
 """
 
 from __future__ import annotations
@@ -16,21 +19,25 @@ from django.http import HttpRequest, HttpResponseBase
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from activity import services, traffic
+from activity import clock, conf, services, traffic
 from activity.api.negotiation import ContentNegotiation
 from activity.errors import InvalidValue
-from activity.events import clean_user
-from activity.middleware import RECORDED, tracks_request
+from activity.events import Event, clean_user
+from activity.middleware import RECORDED, record, tracks_request
+from activity.track_batches import Activity
 
 
 class ServiceView(APIView):
     content_negotiation_class = ContentNegotiation
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        self.caller_activity: Activity | None = None  # set by initial() when the caller joins the batches
         with services.one_round_trip() as send_rest:
             response = super().dispatch(request, *args, **kwargs)
             send_rest(response.status_code < 400)
-            return response
+        if self.caller_activity is not None and response.status_code < 400:
+            record(self.caller_activity)
+        return response
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
@@ -38,7 +45,12 @@ class ServiceView(APIView):
         if user is None or not user.is_authenticated or not tracks_request(request._request):
             return
         try:
-            services.record_caller(clean_user(str(user.pk)), user.get_username(), traffic.classify(request))
+            caller = clean_user(str(user.pk))
         except InvalidValue:  # a primary key no user id can carry: not tracked, as in the middleware
             return
+        kind = traffic.classify(request)
+        if conf.settings.TRACK_BATCH_MS > 0:
+            self.caller_activity = Activity(kind, event=Event(caller, clock.now()), name=user.get_username())
+        else:
+            services.record_caller(caller, user.get_username(), kind)
         setattr(request._request, RECORDED, True)

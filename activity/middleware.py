@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from django.conf import settings as django_settings
 from django.core.signing import BadSignature, Signer
 from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
@@ -118,6 +119,7 @@ def tracked_user(request: HttpRequest, response: HttpResponse) -> str | None:
 
 VISITOR_ID_RE = re.compile(r"[0-9a-f]{32}")
 VISITOR_SIGNER_SALT = "activity.visitor"
+VISITOR_CACHE_SIZE = 4096  # verified visitor cookies remembered per process
 
 
 @functools.cache
@@ -137,8 +139,15 @@ def visitor_cookies_allowed(request: HttpRequest) -> bool:
 def visitor_from_cookie(value: str) -> str | None:
     """The visitor id a cookie carries, or None unless we minted it (signature checked, so a client
     cannot invent ids to fill the first-visit store)."""
+    return _unsigned_visitor(value, django_settings.SECRET_KEY, tuple(django_settings.SECRET_KEY_FALLBACKS))
+
+
+# A returning browser sends the same cookie on every page: its signature (four SHA-256 runs) is
+# checked once per process and key, not per request. Bounded, so junk cookies only evict.
+@functools.lru_cache(maxsize=VISITOR_CACHE_SIZE)
+def _unsigned_visitor(value: str, key: str, fallback_keys: tuple[str, ...]) -> str | None:
     try:
-        visitor = Signer(salt=VISITOR_SIGNER_SALT).unsign(value)
+        visitor = Signer(key=key, fallback_keys=fallback_keys, salt=VISITOR_SIGNER_SALT).unsign(value)
     except BadSignature:
         return None
     return visitor if VISITOR_ID_RE.fullmatch(visitor) else None

@@ -68,7 +68,7 @@ def classify(request: HttpRequest) -> str:
     user = getattr(request, "user", None)
     if getattr(request, "auth", None) is not None and user is not None and user.is_authenticated:
         return MACHINE
-    if conf.settings.BOT_DETECTION and is_bot(request.headers.get("User-Agent", "")):
+    if conf.settings.BOT_DETECTION and is_bot(request.META.get("HTTP_USER_AGENT", "")):
         return BOT
     return PERSON
 
@@ -76,6 +76,6 @@ def classify(request: HttpRequest) -> str:
 def opted_out(request: HttpRequest) -> bool:
     """The browser sent Global Privacy Control or Do Not Track and the site honours it."""
     settings = conf.settings
-    return (settings.HONOR_GPC and request.headers.get("Sec-GPC", "").strip() == "1") or (
-        settings.HONOR_DNT and request.headers.get("DNT", "").strip() == "1"
+    return (settings.HONOR_GPC and request.META.get("HTTP_SEC_GPC", "").strip() == "1") or (
+        settings.HONOR_DNT and request.META.get("HTTP_DNT", "").strip() == "1"
     )

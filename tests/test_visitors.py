@@ -11,6 +11,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 import redis
+from django.conf import settings
+from django.core.signing import Signer
 from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -302,6 +304,24 @@ def test_cookieless_and_forged_cookie_requests_add_nothing_and_count_no_visitor(
     assert (hashes, fields) == (1, 1)
     figures = audience.stats()
     assert (figures.new_visitors_day, figures.unique_visitors_day) == (1, 1)
+
+
+def test_a_verified_cookie_is_remembered_per_secret_key_so_a_key_change_still_refuses_it():
+    """Signatures are checked once per process (``_unsigned_visitor``'s cache); the key is part of
+    what is remembered, so a cookie of a replaced key is refused, and of a fallback key accepted."""
+    with override_settings(SECRET_KEY="old-" + secrets.token_hex(16)):
+        cookie = Signer(salt=middleware.VISITOR_SIGNER_SALT).sign(secrets.token_hex(16))
+        visitor = middleware.visitor_from_cookie(cookie)
+        assert visitor is not None and middleware.visitor_from_cookie(cookie) == visitor
+        old = settings.SECRET_KEY
+    with override_settings(SECRET_KEY="new-" + secrets.token_hex(16)):
+        assert middleware.visitor_from_cookie(cookie) is None
+        with override_settings(SECRET_KEY_FALLBACKS=[old]):
+            assert middleware.visitor_from_cookie(cookie) == visitor
+    forged = cookie[:-2] + ("AA" if not cookie.endswith("AA") else "BB")
+    with override_settings(SECRET_KEY=old):
+        assert middleware.visitor_from_cookie(cookie) == visitor
+        assert middleware.visitor_from_cookie(forged) is None
 
 
 def no_consent(request) -> bool:

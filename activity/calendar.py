@@ -7,6 +7,7 @@ day an event belongs to.
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, date, datetime, time, timedelta
 
 from activity import clock
@@ -14,6 +15,9 @@ from activity import clock
 DAY_SECONDS = 86400
 EPOCH = date(1970, 1, 1)
 PERIODS = ("day", "week", "month")  # the periods dated keys are kept for, in this order
+# Names are made for a few current days many times a second (every tracked event's keys): each is
+# formatted once per process, not once per event.
+NAMES_CACHED = 256
 
 
 def utc(ts: float) -> datetime:
@@ -40,17 +44,20 @@ def day_number(day: date) -> int:
     return (day - EPOCH).days
 
 
+@functools.lru_cache(maxsize=NAMES_CACHED)
 def day_name(day: date) -> str:
     """A day as per-day keys name it: ``YYYYMMDD``."""
     return day.strftime("%Y%m%d")
 
 
+@functools.lru_cache(maxsize=NAMES_CACHED)
 def week_name(day: date) -> str:
     """The ISO week of ``day`` as per-week keys name it: ``YYYYWww``."""
     year, week, _ = day.isocalendar()
     return f"{year}W{week:02d}"
 
 
+@functools.lru_cache(maxsize=NAMES_CACHED)
 def month_name(day: date) -> str:
     """The month of ``day`` as per-month keys name it: ``YYYYMM``."""
     return day.strftime("%Y%m")
@@ -80,6 +87,7 @@ def name_of(period: str, day: date) -> str:
     return {"day": day_name, "week": week_name, "month": month_name}[period](day)
 
 
+@functools.lru_cache(maxsize=NAMES_CACHED)
 def period_name(period: str, day: date) -> str:
     """The ``day`` or ``week`` holding ``day``, as page-view statistics name it (``d:`` / ``w:``)."""
     if period not in ("day", "week"):

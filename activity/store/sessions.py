@@ -15,6 +15,7 @@ from activity.store.scripts import LuaScript, Pipeline
 
 SESSION_RECORD = LuaScript("session_record")
 PAGE = LuaScript("session_page")
+ENTRY_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per view
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,29 +77,40 @@ def record_call(
         settings.REPORT_CANDIDATES,
         repr(now),
     ]
+    days: dict[date, tuple[str, str, list[str], list[str]]] = {}  # a batch's views share a day or two
     for view in views:
         when = day_of(view.ts)
-        day, week, name = period_name("day", when), period_name("week", when), day_name(when)
+        if when not in days:
+            days[when] = _day_keys(when)
+        day, week, counts, pending = days[when]
         script_keys += [
             keys.session(view.user),
             keys.user_views(day, view.user),
             keys.user_views(week, view.user),
             keys.display_name(view.user),
-            keys.sessions_started(name),
-            keys.page_views(name),
-            keys.path_views(name),
-            keys.top_viewers(day),
-            keys.top_viewers(week),
-            keys.viewers_by_name(day),
-            keys.viewers_by_name(week),
-            keys.transitions(name, ""),
+            *counts,
             keys.display_aliases(view.user),
-            keys.viewers_by_name_pending(day),
-            keys.viewers_by_name_pending(week),
+            *pending,
         ]
-        entry = json.dumps({"path": view.path, "ts": view.ts}, separators=(",", ":"))
+        entry = ENTRY_JSON.encode({"path": view.path, "ts": view.ts})
         args += [view.user, entry, view.path, view.name or ""]
     return script_keys, args
+
+
+def _day_keys(when: date) -> tuple[str, str, list[str], list[str]]:
+    """The day's and week's names, and the keys every view of that day shares (KEYS 5-12, 14-15)."""
+    day, week, name = period_name("day", when), period_name("week", when), day_name(when)
+    counts = [
+        keys.sessions_started(name),
+        keys.page_views(name),
+        keys.path_views(name),
+        keys.top_viewers(day),
+        keys.top_viewers(week),
+        keys.viewers_by_name(day),
+        keys.viewers_by_name(week),
+        keys.transitions(name, ""),
+    ]
+    return day, week, counts, [keys.viewers_by_name_pending(day), keys.viewers_by_name_pending(week)]
 
 
 def page(client: Client, user: str, number: int, size: int) -> SessionPage | None:

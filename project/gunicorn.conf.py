@@ -11,8 +11,19 @@ worker processes (default two per CPU this process may run on) and ``WEB_THREADS
 other gunicorn flag can be added through ``GUNICORN_CMD_ARGS`` (``--access-logfile -`` for example).
 The app is not preloaded: each worker imports Django and opens its own Redis and database
 connections after the fork.
+
+Garbage collection: a warm worker holds some 150,000 long-lived objects (Django, DRF, the URL
+resolvers, ...), and every full collection walks them all: 80-230 ms on this kind of machine, every
+15-20 s of load in a busy worker, while its connections wait (``python -m bench.gc_pauses``). So a
+worker collects and freezes the survivors (``gc.freeze``) once it has booted, before it takes a
+connection, and again after its ``WEB_GC_FREEZE_AFTER``-th request (default 100; 0 leaves the
+collector alone), once its first requests have built what Django builds lazily (URL resolvers,
+templates, ...): that second collection walks only what was made since boot, and later full
+collections only what was made since, 1-5 ms each.
 """
 
+import gc
+import itertools
 import os
 
 wsgi_app = "project.wsgi:application"
@@ -22,6 +33,25 @@ workers = int(os.environ.get("WEB_CONCURRENCY") or 2 * len(os.sched_getaffinity(
 threads = int(os.environ.get("WEB_THREADS") or 1)
 # Without a proxy in front, browsers keep connections open between page loads.
 keepalive = 5
+gc_freeze_after = int(os.environ.get("WEB_GC_FREEZE_AFTER") or 100)
+_served = itertools.count(1)  # this worker's requests (the master serves none before the fork)
+
+
+def _collect_and_freeze() -> None:
+    gc.collect()
+    gc.freeze()
+
+
+def post_worker_init(worker: object) -> None:
+    """A booted worker, before its first connection: its objects leave the collector's walks."""
+    if gc_freeze_after > 0:
+        _collect_and_freeze()
+
+
+def post_request(worker: object, req: object, environ: object, resp: object) -> None:
+    """The worker's ``gc_freeze_after``-th request: what its first requests built leaves them too."""
+    if next(_served) == gc_freeze_after:
+        _collect_and_freeze()
 
 
 def child_exit(server: object, worker: object) -> None:

@@ -1,0 +1,84 @@
+"""The production server's settings (``project/gunicorn.conf.py``): the collector's freezes (a
+worker's boot, then its first requests), and that gunicorn takes the file as it is."""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+CONF = Path(__file__).resolve().parent.parent / "project" / "gunicorn.conf.py"
+
+
+def load_conf(monkeypatch: pytest.MonkeyPatch, freeze_after: str) -> ModuleType:
+    """A fresh copy of the settings module, as a new worker has it."""
+    monkeypatch.setenv("WEB_GC_FREEZE_AFTER", freeze_after)
+    spec = importlib.util.spec_from_file_location("gunicorn_conf_under_test", CONF)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def thawed():
+    """The test process's collector as it was: nothing frozen before, nothing left frozen after."""
+    assert gc.get_freeze_count() == 0
+    yield
+    gc.unfreeze()
+
+
+class Node:
+    """A reference cycle's member (weakly referable, so a test can see it freed)."""
+
+    partner: Node | None = None
+
+
+def cyclic_garbage() -> weakref.ref[Node]:
+    """A reference cycle nothing else holds, which only the collector frees; a weak reference to it."""
+    garbage, other = Node(), Node()
+    garbage.partner, other.partner = other, garbage
+    return weakref.ref(garbage)
+
+
+def test_a_worker_collects_then_freezes_at_boot_and_again_at_its_nth_request(monkeypatch, thawed):
+    conf = load_conf(monkeypatch, "5")
+    at_boot = cyclic_garbage()
+    conf.post_worker_init(None)
+    assert at_boot() is None  # collected before the freeze, not frozen with the survivors
+    booted = gc.get_freeze_count()
+    assert booted > 0
+    kept = [Node() for _ in range(1000)]  # what the first requests build and keep (tracked objects)
+    frozen = []
+    for served in range(1, 9):
+        if served == 5:
+            in_requests = cyclic_garbage()
+        conf.post_request(None, None, None, None)
+        frozen.append(gc.get_freeze_count())
+    assert frozen[:4] == [booted] * 4  # nothing more until the 5th request
+    assert frozen[4] >= booted + len(kept) and frozen[4:] == [frozen[4]] * 4  # then once, and only once
+    assert in_requests() is None
+
+
+def test_freeze_after_zero_leaves_the_collector_alone(monkeypatch, thawed):
+    conf = load_conf(monkeypatch, "0")
+    conf.post_worker_init(None)
+    for _ in range(300):
+        conf.post_request(None, None, None, None)
+    assert gc.get_freeze_count() == 0
+
+
+def test_gunicorn_takes_the_settings_file():
+    found = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "--check-config", "-c", str(CONF)],
+        cwd=CONF.parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert found.returncode == 0, found.stdout + found.stderr

@@ -20,7 +20,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
-from activity import clock, conf, privacy, services
+from activity import audience, clock, conf, privacy, services
 from activity.calendar import midnight, today, utc, week_days
 from activity.errors import StoreUnavailable
 from activity.models import DailyRollup, UserActivity
@@ -158,5 +158,5 @@ class UserActivityAdmin(ReadOnlyAdmin):
 
 @admin.register(DailyRollup)
 class DailyRollupAdmin(ReadOnlyAdmin):
-    list_display = ("day", "active_users", "sessions", "page_views", "new_visitors", "unique_visitors", "updated_at")
+    list_display = ("day", *audience.ROLLUP_FIGURES, "updated_at")
     date_hierarchy = "day"

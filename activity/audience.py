@@ -59,6 +59,16 @@ class Stats:
 
 
 NOT_PEOPLE = (traffic.BOT, traffic.MACHINE)
+# The DailyRollup fields a rollup writes (its day aside).
+ROLLUP_FIGURES = (
+    "active_users",
+    "sessions",
+    "page_views",
+    "new_visitors",
+    "unique_visitors",
+    "bot_requests",
+    "machine_requests",
+)
 
 
 def stats() -> Stats:
@@ -134,7 +144,9 @@ def rollup_day(day: date) -> DailyRollup | None:
         new_at = visitors_store.queue_harvest(pipe, day, now)
         active_at = actives_store.queue_active(pipe, "day", day, conf.settings.ACTIVE_BITMAP_MAX_ID)
         unique_at = visitors_store.queue_unique(pipe, "day", day)
+        traffic_at = traffic_store.queue_read(pipe, day, NOT_PEOPLE)
         results = pipe.execute()
+        bots, machines = (int(count or 0) for count in results[traffic_at])
         sessions, page_views = sessions_store.day_counts(client, day)
         row = DailyRollup(
             day=day,
@@ -143,12 +155,14 @@ def rollup_day(day: date) -> DailyRollup | None:
             active_users=total(results, active_at),
             new_visitors=total(results, new_at),
             unique_visitors=total(results, unique_at) + total(results, active_at),
+            bot_requests=bots,
+            machine_requests=machines,
             updated_at=timezone.now(),
         )
         DailyRollup.objects.bulk_create(
             [row],
             update_conflicts=True,
             unique_fields=["day"],
-            update_fields=["active_users", "sessions", "page_views", "new_visitors", "unique_visitors", "updated_at"],
+            update_fields=[*ROLLUP_FIGURES, "updated_at"],
         )
         return DailyRollup.objects.get(day=day)

@@ -57,6 +57,10 @@ class DailyRollup(models.Model):
     page_views = models.PositiveIntegerField(default=0)
     new_visitors = models.PositiveIntegerField(default=0, help_text="Visitors whose first visit ever was this day.")
     unique_visitors = models.PositiveIntegerField(default=0, help_text="Estimated (HyperLogLog, about 1% error).")
+    bot_requests = models.PositiveBigIntegerField(
+        default=0, help_text="Requests counted as bots: a crawler's user agent, or none."
+    )
+    machine_requests = models.PositiveBigIntegerField(default=0, help_text="Requests authenticated by an API token.")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

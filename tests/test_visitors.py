@@ -17,7 +17,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from activity import audience, calendar, clock, conf, middleware, services
+from activity import audience, calendar, clock, conf, middleware, services, traffic
 from activity.errors import DayOutOfRange
 from activity.events import Event
 from activity.models import DailyRollup
@@ -217,18 +217,21 @@ def test_rollup_is_idempotent_keeps_harvested_counts_and_counts_sessions(at):
     day = date(2026, 11, 23)
     for n in range(5):
         services.record_events([Event(user=str(n), ts=NOON, path="/a"), Event(user=str(n), ts=NOON, path="/b")])
+    services.record_events([], kind=traffic.BOT, requests=4)  # a batch of four crawler requests
+    services.record_events([Event(user="token-user", ts=NOON)], kind=traffic.MACHINE, requests=2)
     visit(visitor_id(5))
     harvest(day)  # a run that harvested and died before writing the database
     at(NOON + DAY)
+    services.record_events([], kind=traffic.BOT)  # the next day's: not in this day's row
     row = rollup_task(day.isoformat())
-    figures = {"active_users": 5, "sessions": 5, "page_views": 10}
+    figures = {"active_users": 5, "sessions": 5, "page_views": 10, "bot_requests": 4, "machine_requests": 2}
     assert row == {"day": "2026-11-23", **figures, "new_visitors": 6, "unique_visitors": 6}
     visit(visitor_id(6), NOON + 600)  # a late event of that day
     audience.rollup_day(day)
     audience.rollup_day(day)
     saved = DailyRollup.objects.get(day=day)
     assert (saved.active_users, saved.new_visitors, saved.unique_visitors) == (5, 7, 7)
-    assert (saved.sessions, saved.page_views) == (5, 10)
+    assert (saved.sessions, saved.page_views, saved.bot_requests, saved.machine_requests) == (5, 10, 4, 2)
     assert rollup_task() == {"day": "2026-11-23", **figures, "new_visitors": 7, "unique_visitors": 7}
     assert DailyRollup.objects.count() == 1
 

@@ -18,11 +18,4 @@ def rollup_day(day: str | None = None) -> dict[str, Any]:
     row = audience.rollup_day(target)
     if row is None:
         return {"day": target.isoformat(), "skipped": "another run holds the lock"}
-    return {
-        "day": target.isoformat(),
-        "active_users": row.active_users,
-        "sessions": row.sessions,
-        "page_views": row.page_views,
-        "new_visitors": row.new_visitors,
-        "unique_visitors": row.unique_visitors,
-    }
+    return {"day": target.isoformat(), **{figure: getattr(row, figure) for figure in audience.ROLLUP_FIGURES}}

@@ -4,12 +4,13 @@ Sent request by request, a tracked page costs its request a round trip and Redis
 script per view, whose fixed part outweighs the view's own work (``bench.reports_scale``: a page
 view costs Redis 3x more in a call of its own than in a call of 100). So with
 ``ACTIVITY_TRACK_BATCH_MS`` above 0 the middleware only appends the request's activity here (a lock
-and a list append), and a daemon thread sends what gathered every ``ACTIVITY_TRACK_BATCH_MS``, or as
-soon as ``ACTIVITY_TRACK_BATCH_SIZE`` entries wait: one ``services.record_events`` call per kind of
+and a list append), and a daemon thread sends a batch ``ACTIVITY_TRACK_BATCH_MS`` after its first
+entry arrived, or as soon as ``ACTIVITY_TRACK_BATCH_SIZE`` entries wait: one ``services.record_events`` call per kind of
 traffic, so one round trip and one call of each script for the whole batch. Order within a batch
 does not matter: last seen only moves forward, and a session's views are sorted by time.
 
-What it costs: activity reaches Redis up to ``ACTIVITY_TRACK_BATCH_MS`` later, and a process killed
+What it costs: activity reaches Redis up to ``ACTIVITY_TRACK_BATCH_MS`` later (or, when that time
+ends during the previous batch's send, right after it), and a process killed
 outright (SIGKILL, the OOM killer) loses what it had not sent, at most that long of its requests. A
 process that exits normally sends the rest first (``atexit``). At most ``ACTIVITY_TRACK_BUFFER_MAX``
 entries wait; past that (Redis slow or away) the oldest are dropped and counted
@@ -26,6 +27,7 @@ import atexit
 import logging
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,6 +89,7 @@ class Batches:
         self._ready = threading.Condition()
         self._sending = threading.Lock()  # one sender at a time: the thread, or a flush
         self._waiting: deque[Activity] = deque()
+        self._since = 0.0  # when the oldest waiting entry's batch time began (time.monotonic)
         self._thread: threading.Thread | None = None
 
     def add(self, entry: Activity) -> None:
@@ -95,6 +98,8 @@ class Batches:
                 self._thread = threading.Thread(target=self._run, name="activity-track-batches", daemon=True)
                 self._thread.start()
             self._waiting.append(entry)
+            if len(self._waiting) == 1:
+                self._since = time.monotonic()
             while len(self._waiting) > conf.settings.TRACK_BUFFER_MAX:
                 self._waiting.popleft()
                 metrics.TRACK_DROPPED.inc()
@@ -112,19 +117,23 @@ class Batches:
                 pass
 
     def _run(self) -> None:
-        """Wait for a first entry, then for the batch time to pass or the batch to fill, and send
-        what waits. When someone else sent it meanwhile (``flush``), the next entry starts a new
-        batch time rather than going out at once."""
+        """Wait for a first entry, then until its batch time has passed or the batch is full, and
+        send one batch. What arrives during that send waits out its own batch time: sending it at
+        once, as the next batch, made a stream of batches of one or two entries on a busy process,
+        each costing about as much as twenty entries of a full one. When someone else sent the
+        entries meanwhile (``flush``), the next entry starts a new batch time."""
         while True:
             with self._ready:
                 self._ready.wait_for(lambda: self._waiting)
+                left = self._since + conf.settings.TRACK_BATCH_MS / 1000 - time.monotonic()
                 self._ready.wait_for(
                     lambda: not self._waiting or len(self._waiting) >= conf.settings.TRACK_BATCH_SIZE,
-                    timeout=conf.settings.TRACK_BATCH_MS / 1000,
+                    timeout=max(left, 0.0),
                 )
                 if not self._waiting:
                     continue
-            self.flush()
+            with self._sending:
+                self._send_batch()
 
     def _send_batch(self) -> bool:
         """Send one batch; False when nothing was waiting, or when Redis refused it (then what

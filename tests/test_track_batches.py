@@ -13,7 +13,7 @@ from django.test import Client, override_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from activity import audience, clock, metrics, services
+from activity import audience, clock, metrics, services, track_batches, traffic
 from activity.calendar import day_name, day_of
 from activity.middleware import batches, fail_open
 from activity.store import keys
@@ -170,3 +170,28 @@ assert batches.waiting() == 1
     subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=60)
     assert redis_client.zscore(keys.last_seen(), "leaving") is not None
     assert redis_client.llen(keys.session("leaving")) == 1
+
+
+def test_what_arrives_during_a_send_waits_its_batch_time_instead_of_going_out_at_once(redis_client, monkeypatch):
+    """A steady stream of entries and a slow Redis (each send 20 ms): one send per batch time, not a
+    stream of small batches made of what arrived during the previous send. Nothing is lost."""
+    sizes: list[int] = []
+    send = track_batches.send
+
+    def slow_send(entries: list[track_batches.Activity]) -> None:
+        time.sleep(0.02)
+        send(entries)
+        sizes.append(len(entries))
+
+    monkeypatch.setattr(track_batches, "send", slow_send)
+    stream = track_batches.Batches(failed=fail_open.failed)
+    with override_settings(ACTIVITY_TRACK_BATCH_MS=100, ACTIVITY_TRACK_BATCH_SIZE=1000):
+        started = time.monotonic()
+        added = 0
+        while time.monotonic() - started < 1.0:
+            stream.add(track_batches.Activity(traffic.BOT))
+            added += 1
+            time.sleep(0.002)
+        assert eventually(lambda: stream.waiting() == 0 and sum(sizes) == added)
+    assert len(sizes) <= 14  # about one a batch time over the second; sending on at once made ~50
+    assert audience.stats().bots_day == added

@@ -1,0 +1,172 @@
+"""CPU per request in process: the service's requests called straight through Django's WSGI handler,
+no server, no load generator (``python -m bench.request_cpu``).
+
+``bench.http`` measures the service as clients see it, but on a shared 2-core machine its ratios swing
+from run to run (wrk, the workers and Redis share the cores, and wrk's connections land unevenly on
+the workers). Here one process calls the same URLs as ``bench.http`` (same settings, URLconf, private
+redis-server and SQLite database) and counts the CPU each request costs the process
+(``time.process_time``: the request and the tracking batches' thread, which sends what the requests
+handed over), in interleaved rounds, each case's median kept. The cost a case adds over its floor is
+what the service's own code costs that request; the batches' thread's part of it is shown apart.
+Redis's own CPU is not counted. Writes ``bench/results/request_cpu.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import harness
+from bench.http import BROWSER, DRF_PATH, FLOOR_PATH, PAGE_PATH, configure, prepare_database, seed_online
+from project.redis_server import PrivateRedis
+
+ONE_EVENT = b'{"events": [{"user": "u1"}]}'
+
+
+@dataclass
+class Case:
+    key: str
+    name: str
+    path: str
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    floor: str = ""  # the case its added cost is read against
+
+
+def environ(case: Case) -> dict[str, Any]:
+    """The WSGI environ gunicorn would hand Django for ``case``'s request."""
+    found = {
+        "REQUEST_METHOD": "POST" if case.body else "GET",
+        "PATH_INFO": case.path,
+        "QUERY_STRING": "",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "8000",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+        "HTTP_HOST": "127.0.0.1:8000",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(case.body),
+    }
+    if case.body:
+        found.update({"CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(case.body))})
+    found.update({"HTTP_" + name.upper().replace("-", "_"): value for name, value in case.headers.items()})
+    return found
+
+
+def caller() -> Callable[[Case], tuple[str, list[tuple[str, str]]]]:
+    """A function answering one request of a case through Django's WSGI handler: (status, headers)."""
+    from django.core.handlers.wsgi import WSGIHandler
+
+    handler = WSGIHandler()
+
+    def call(case: Case) -> tuple[str, list[tuple[str, str]]]:
+        answer: dict[str, Any] = {}
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+            answer.update(status=status, headers=headers)
+
+        response = handler(environ(case), start_response)
+        b"".join(response)
+        response.close()
+        return answer["status"], answer["headers"]
+
+    return call
+
+
+def visitor_cookie(call: Callable[[Case], tuple[str, list[tuple[str, str]]]]) -> str:
+    """The visitor cookie the middleware hands an anonymous browser on its first page."""
+    from activity import conf
+
+    _, headers = call(Case("first", "first page", PAGE_PATH, BROWSER))
+    name = conf.settings.VISITOR_COOKIE_NAME
+    cookies = [value.strip().split(";", 1)[0] for header, value in headers if header == "Set-Cookie"]
+    return next(cookie for cookie in cookies if cookie.startswith(f"{name}="))
+
+
+def batches_thread_cpu() -> float:
+    """CPU seconds of this process's tracking-batches thread so far (0 before it starts)."""
+    thread = next((t for t in threading.enumerate() if t.name == "activity-track-batches"), None)
+    return 0.0 if thread is None else time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=500, help="per case and round")
+    parser.add_argument("--rounds", type=int, default=9)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="activity-cpu-bench-") as name, PrivateRedis() as redis_server:
+        configure(Path(name), redis_server.url, workers=1, threads=1)
+        credentials = prepare_database()
+        seed_online()
+        call = caller()
+        session = {"Cookie": credentials["session"], **BROWSER}
+        token = {"Authorization": f"Token {credentials['token']}"}
+        cases = [
+            Case("floor", "floor: bare view, anonymous, not tracked", FLOOR_PATH, BROWSER),
+            Case("page_anonymous", "same view tracked, anonymous visitor (cookie)", PAGE_PATH, {}, floor="floor"),
+            Case("floor_signed_in", "bare view, signed in, not tracked", FLOOR_PATH, session),
+            Case("page_signed_in", "same view tracked, signed in", PAGE_PATH, session, floor="floor_signed_in"),
+            Case("drf_floor", "bare DRF view", DRF_PATH, token),
+            Case(
+                "last_seen", "GET /api/v1/users/<u>/last-seen/", "/api/v1/users/s1/last-seen/", token, floor="drf_floor"
+            ),
+            Case("post_1", "POST /api/v1/events/, 1 event", "/api/v1/events/", token, ONE_EVENT, floor="drf_floor"),
+        ]
+        cases[1].headers = {"Cookie": visitor_cookie(call), **BROWSER}
+        for case in cases:
+            status, _ = call(case)
+            if not status.startswith("2"):
+                raise RuntimeError(f"{case.key}: {status}")
+        cpu: dict[str, list[float]] = {case.key: [] for case in cases}
+        thread: dict[str, list[float]] = {case.key: [] for case in cases}
+        for _ in range(args.rounds):
+            for case in cases:
+                for _ in range(50):  # warm-up, and what the previous case left in the batches goes out
+                    call(case)
+                time.sleep(0.1)
+                started, started_thread = time.process_time(), batches_thread_cpu()
+                for _ in range(args.requests):
+                    call(case)
+                time.sleep(0.1)  # the batches' thread sends what these requests handed over
+                cpu[case.key].append((time.process_time() - started) / args.requests * 1e6)
+                thread[case.key].append((batches_thread_cpu() - started_thread) / args.requests * 1e6)
+    rows = {
+        case.key: {
+            "name": case.name,
+            "us_per_request": statistics.median(cpu[case.key]),
+            "batches_thread_us": statistics.median(thread[case.key]),
+            "floor": case.floor,
+        }
+        for case in cases
+    }
+    table = [["case", "CPU us/request", "over its floor, us", "of which the batches' thread, us"]]
+    for row in rows.values():
+        floor = rows[row["floor"]]["us_per_request"] if row["floor"] else None
+        row["over_floor_us"] = None if floor is None else row["us_per_request"] - floor
+        table.append(
+            [
+                row["name"],
+                f"{row['us_per_request']:,.0f}",
+                "" if floor is None else f"{row['over_floor_us']:,.0f} (over {row['floor']})",
+                f"{row['batches_thread_us']:,.0f}",
+            ]
+        )
+    notes = (
+        f"In one process through Django's WSGI handler (no server), bench.http's settings and URLs, a private "
+        f"redis-server and SQLite; {args.requests} requests per case and round, medians of {args.rounds} interleaved "
+        "rounds, CPU of the whole process by time.process_time (the batches' thread included; Redis's own not). "
+        "Command: `python -m bench.request_cpu`."
+    )
+    harness.write("request_cpu", {"requests": args.requests, "rounds": args.rounds, "cases": rows}, table, notes)
+
+
+if __name__ == "__main__":
+    main()

@@ -5,14 +5,15 @@ script per view, whose fixed part outweighs the view's own work (``bench.reports
 view costs Redis 3x more in a call of its own than in a call of 100). So with
 ``ACTIVITY_TRACK_BATCH_MS`` above 0 the middleware only appends the request's activity here (a lock
 and a list append), and a daemon thread sends a batch ``ACTIVITY_TRACK_BATCH_MS`` after its first
-entry arrived, or as soon as ``ACTIVITY_TRACK_BATCH_SIZE`` entries wait: one ``services.record_events`` call per kind of
-traffic, so one round trip and one call of each script for the whole batch. Order within a batch
-does not matter: last seen only moves forward, and a session's views are sorted by time.
+entry arrived, or as soon as ``ACTIVITY_TRACK_BATCH_SIZE`` entries wait: one
+``services.record_events`` call per kind of traffic, so one round trip and one call of each script
+for the whole batch. Order within a batch does not matter: last seen only moves forward, and a
+session's views are sorted by time.
 
 What it costs: activity reaches Redis up to ``ACTIVITY_TRACK_BATCH_MS`` later (or, when that time
-ends during the previous batch's send, right after it), and a process killed
-outright (SIGKILL, the OOM killer) loses what it had not sent, at most that long of its requests. A
-process that exits normally sends the rest first (``atexit``). At most ``ACTIVITY_TRACK_BUFFER_MAX``
+ends during the previous batch's send, right after it), and a process killed outright (SIGKILL, the
+OOM killer) loses what it had not sent, at most that long of its requests. A process that exits
+normally sends the rest first (``atexit``). At most ``ACTIVITY_TRACK_BUFFER_MAX``
 entries wait; past that (Redis slow or away) the oldest are dropped and counted
 (``activity_track_dropped``). When Redis refuses a batch, it and what waited behind it are dropped
 as the middleware's own failures are: logged, counted, and tracking paused for

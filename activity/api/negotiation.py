@@ -15,7 +15,9 @@ class ContentNegotiation(DefaultContentNegotiation):
     ) -> tuple[BaseRenderer, str]:
         """What DRF's negotiation answers (tested to agree), without parsing when no format is asked
         for and ``Accept`` is absent, ``*/*`` or the first renderer's media type."""
-        format_asked = format_suffix or request.query_params.get(self.settings.URL_FORMAT_OVERRIDE)
+        # ``query_params`` parses the query string into a QueryDict; most API requests have none.
+        query = request.META.get("QUERY_STRING")
+        format_asked = format_suffix or (query and request.query_params.get(self.settings.URL_FORMAT_OVERRIDE))
         if renderers and not format_asked:
             first = renderers[0]
             if request.META.get("HTTP_ACCEPT", "*/*") in ("*/*", first.media_type):

@@ -12,6 +12,17 @@ other gunicorn flag can be added through ``GUNICORN_CMD_ARGS`` (``--access-logfi
 The app is not preloaded: each worker imports Django and opens its own Redis and database
 connections after the fork.
 
+Connections: with one shared listening socket, whichever worker wakes first accepts a new
+connection, and a keep-alive connection stays with the worker that accepted it. A burst of new
+connections (a load balancer's pool, a load generator) lands unevenly: in ``bench.http`` runs two of
+four workers served about 10x the requests of the other two, and most cases' req/s swung by
+16-30% from one 2 s measurement to the next. So on Linux each worker binds its own socket
+(``SO_REUSEPORT``; ``WEB_REUSE_PORT=0`` goes back to the shared one) and the kernel spreads new
+connections across them by their addresses: the swing fell to 5-11%. The price: a connection still
+waiting in a worker's own queue when that worker exits (a restart, a ``HUP`` reload) is reset rather
+than taken by another worker, unless the kernel migrates it (``net.ipv4.tcp_migrate_req=1``, Linux
+5.14+).
+
 Garbage collection: a warm worker holds some 150,000 long-lived objects (Django, DRF, the URL
 resolvers, ...), and every full collection walks them all: 80-230 ms on this kind of machine, every
 15-20 s of load in a busy worker, while its connections wait (``python -m bench.gc_pauses``). So a
@@ -25,6 +36,7 @@ collections only what was made since, 1-5 ms each.
 import gc
 import itertools
 import os
+import sys
 
 wsgi_app = "project.wsgi:application"
 bind = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}"
@@ -33,6 +45,9 @@ workers = int(os.environ.get("WEB_CONCURRENCY") or 2 * len(os.sched_getaffinity(
 threads = int(os.environ.get("WEB_THREADS") or 1)
 # Without a proxy in front, browsers keep connections open between page loads.
 keepalive = 5
+# A listening socket per worker ("Connections" above); Linux only: BSD and macOS do not balance
+# connections across such sockets.
+reuse_port = os.environ.get("WEB_REUSE_PORT", "1" if sys.platform.startswith("linux") else "0") != "0"
 gc_freeze_after = int(os.environ.get("WEB_GC_FREEZE_AFTER") or 100)
 _served = itertools.count(1)  # this worker's requests (the master serves none before the fork)
 

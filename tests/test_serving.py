@@ -1,19 +1,28 @@
 """The production server's settings (``project/gunicorn.conf.py``): the collector's freezes (a
-worker's boot, then its first requests), and that gunicorn takes the file as it is."""
+worker's boot, then its first requests), new connections spread across the workers, and that
+gunicorn takes the file as it is."""
 
 from __future__ import annotations
 
+import collections
 import gc
 import importlib.util
+import os
+import socket
 import subprocess
 import sys
+import time
 import weakref
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from project.redis_server import free_port
+
 CONF = Path(__file__).resolve().parent.parent / "project" / "gunicorn.conf.py"
+WORKERS = 4
+BURST = 128  # new connections opened at once: 32 a worker on an even spread
 
 
 def load_conf(monkeypatch: pytest.MonkeyPatch, freeze_after: str) -> ModuleType:
@@ -89,3 +98,57 @@ def test_gunicorn_takes_the_settings_file():
         timeout=60,
     )
     assert found.returncode == 0, found.stdout + found.stderr
+
+
+def served_by(port: int, connections: int) -> collections.Counter[int]:
+    """Open ``connections`` connections at once (all connected before the first request), then ask
+    one request on each: how many each worker process answered."""
+    opened = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(connections)]
+    counts: collections.Counter[int] = collections.Counter()
+    try:
+        for connection in opened:
+            connection.sendall(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+        for connection in opened:
+            answer = b""
+            while b"\r\n\r\n" not in answer or len(answer.split(b"\r\n\r\n", 1)[1]) < 1:
+                answer += connection.recv(4096)
+            head, body = answer.split(b"\r\n\r\n", 1)
+            length = int(
+                next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")).split(b":")[1]
+            )
+            while len(body) < length:
+                body += connection.recv(4096)
+            counts[int(body)] += 1
+    finally:
+        for connection in opened:
+            connection.close()
+    return counts
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT spreads connections on Linux only")
+def test_a_burst_of_new_connections_is_spread_across_the_workers():
+    """A burst of connections (a load balancer's pool opening) lands on every worker, none of them
+    with less than half its even share: each worker listens on a socket of its own (SO_REUSEPORT),
+    so the kernel spreads them, not whichever worker happens to wake first."""
+    port = free_port()
+    env = {**os.environ, "PORT": str(port), "HOST": "127.0.0.1", "WEB_CONCURRENCY": str(WORKERS)}
+    env.pop("WEB_REUSE_PORT", None)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", str(CONF), "tests.worker_pid_app:application"],
+        cwd=CONF.parent.parent,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        booted, deadline = 0, time.monotonic() + 30
+        while booted < WORKERS and time.monotonic() < deadline:
+            booted += "Booting worker" in server.stderr.readline()
+        assert booted == WORKERS
+        time.sleep(1)  # each binds its socket right after it says so, and the app imports nothing
+        counts = served_by(port, BURST)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert len(counts) == WORKERS and min(counts.values()) >= BURST // WORKERS // 2, counts

@@ -18,7 +18,7 @@ connections (a load balancer's pool, a load generator) lands unevenly: in ``benc
 four workers served about 10x the requests of the other two, and most cases' req/s swung by
 16-30% from one 2 s measurement to the next. So on Linux each worker binds its own socket
 (``SO_REUSEPORT``; ``WEB_REUSE_PORT=0`` goes back to the shared one) and the kernel spreads new
-connections across them by their addresses: the swing fell to 5-11%. The price: a connection still
+connections across them by their addresses: the swing fell to 4-15%. The price: a connection still
 waiting in a worker's own queue when that worker exits (a restart, a ``HUP`` reload) is reset rather
 than taken by another worker, unless the kernel migrates it (``net.ipv4.tcp_migrate_req=1``, Linux
 5.14+).

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.test import override_settings
@@ -54,19 +56,24 @@ def test_stampede_of_50_cold_readers_runs_one_sort(redis_client):
     assert {cache for _, cache in answers} <= {"miss", "hit"}
 
 
+def slowed(build: Callable[..., Any], seconds: float = 0.05) -> Callable[..., Any]:
+    """``build`` holding its lock ``seconds`` longer before it starts, so concurrent readers meet it
+    in flight (a build alone takes about a millisecond)."""
+
+    def slow_build(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(seconds)
+        return build(*args, **kwargs)
+
+    return slow_build
+
+
 @override_settings(ACTIVITY_REPORT_TTL=1, ACTIVITY_REPORT_STALE=5)
 def test_expiry_during_load_serves_stale_and_sorts_once_per_expiry(redis_client, monkeypatch):
     seed()
     reports.page("most-active")  # the copy that will go stale
     # Each build holds its lock 50 ms before its SORT, so the readers meet builds in flight: a build
     # takes about a millisecond, and on a busy machine no reader may come in that window at all.
-    build = reports.build_copy
-
-    def slow_build(*args, **kwargs) -> None:
-        time.sleep(0.05)
-        build(*args, **kwargs)
-
-    monkeypatch.setattr(reports, "build_copy", slow_build)
+    monkeypatch.setattr(reports, "build_copy", slowed(reports.build_copy))
     caches: list[str] = []
     generations: set[float] = set()
     started = time.monotonic()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import http.client
 import importlib.util
 import os
 import socket
@@ -109,16 +110,9 @@ def served_by(port: int, connections: int) -> collections.Counter[int]:
         for connection in opened:
             connection.sendall(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
         for connection in opened:
-            answer = b""
-            while b"\r\n\r\n" not in answer or len(answer.split(b"\r\n\r\n", 1)[1]) < 1:
-                answer += connection.recv(4096)
-            head, body = answer.split(b"\r\n\r\n", 1)
-            length = int(
-                next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")).split(b":")[1]
-            )
-            while len(body) < length:
-                body += connection.recv(4096)
-            counts[int(body)] += 1
+            answer = http.client.HTTPResponse(connection)
+            answer.begin()
+            counts[int(answer.read())] += 1
     finally:
         for connection in opened:
             connection.close()

@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +72,28 @@ def interleaved(
             before_each()
             samples[name].append(operations / timed(fn))
     return {name: statistics.median(rates) for name, rates in samples.items()}
+
+
+def can_count_instructions() -> bool:
+    return shutil.which("valgrind") is not None
+
+
+def instructions(module: str, *args: str) -> int:
+    """Instructions ``python -m module args`` runs inside its ``counted()`` blocks, under callgrind.
+
+    Unlike CPU time, the count does not drift with what else the shared machine is doing: within a
+    percent or two from run to run of the same code, so a change of a few percent shows."""
+    command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null"]
+    run = subprocess.run([*command, sys.executable, "-m", module, *args], capture_output=True, text=True, check=True)
+    line = next(line for line in run.stderr.splitlines() if "Collected" in line)
+    return int(line.rsplit(" ", 1)[1])
+
+
+@contextmanager
+def counted() -> Iterator[None]:
+    """Count this block's instructions when running under ``instructions()`` (callgrind)."""
+    subprocess.run(["callgrind_control", "--instr=on", str(os.getpid())], check=True, capture_output=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["callgrind_control", "--instr=off", str(os.getpid())], check=True, capture_output=True)

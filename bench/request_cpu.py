@@ -8,7 +8,10 @@ redis-server and SQLite database) and counts the CPU each request costs the proc
 (``time.process_time``: the request and the tracking batches' thread, which sends what the requests
 handed over), in interleaved rounds, each case's median kept. The cost a case adds over its floor is
 what the service's own code costs that request; the batches' thread's part of it is shown apart.
-Redis's own CPU is not counted. Writes ``bench/results/request_cpu.json`` and ``.md``.
+Redis's own CPU is not counted. Where valgrind is installed, each case is also counted in
+instructions by callgrind (one process per case): CPU time on a shared machine still drifts by
+10-20% between runs, the instruction count does not, so a change's effect shows even when it is a
+few percent. Writes ``bench/results/request_cpu.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,11 +101,21 @@ def batches_thread_cpu() -> float:
     return 0.0 if thread is None else time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=500, help="per case and round")
-    parser.add_argument("--rounds", type=int, default=9)
-    args = parser.parse_args()
+CASES = [
+    Case("floor", "floor: bare view, anonymous, not tracked", FLOOR_PATH, BROWSER),
+    Case("page_anonymous", "same view tracked, anonymous visitor (cookie)", PAGE_PATH, {}, floor="floor"),
+    Case("floor_signed_in", "bare view, signed in, not tracked", FLOOR_PATH),
+    Case("page_signed_in", "same view tracked, signed in", PAGE_PATH, floor="floor_signed_in"),
+    Case("drf_floor", "bare DRF view", DRF_PATH),
+    Case("last_seen", "GET /api/v1/users/<u>/last-seen/", "/api/v1/users/s1/last-seen/", floor="drf_floor"),
+    Case("post_1", "POST /api/v1/events/, 1 event", "/api/v1/events/", body=ONE_EVENT, floor="drf_floor"),
+]
+
+
+@contextmanager
+def served() -> Iterator[tuple[Callable[[Case], tuple[str, list[tuple[str, str]]]], list[Case]]]:
+    """bench.http's site in this process (its settings, a private redis-server, SQLite), and the cases
+    with their credentials: each answers 2xx."""
     with tempfile.TemporaryDirectory(prefix="activity-cpu-bench-") as name, PrivateRedis() as redis_server:
         configure(Path(name), redis_server.url, workers=1, threads=1)
         credentials = prepare_database()
@@ -109,63 +123,116 @@ def main() -> None:
         call = caller()
         session = {"Cookie": credentials["session"], **BROWSER}
         token = {"Authorization": f"Token {credentials['token']}"}
-        cases = [
-            Case("floor", "floor: bare view, anonymous, not tracked", FLOOR_PATH, BROWSER),
-            Case("page_anonymous", "same view tracked, anonymous visitor (cookie)", PAGE_PATH, {}, floor="floor"),
-            Case("floor_signed_in", "bare view, signed in, not tracked", FLOOR_PATH, session),
-            Case("page_signed_in", "same view tracked, signed in", PAGE_PATH, session, floor="floor_signed_in"),
-            Case("drf_floor", "bare DRF view", DRF_PATH, token),
-            Case(
-                "last_seen", "GET /api/v1/users/<u>/last-seen/", "/api/v1/users/s1/last-seen/", token, floor="drf_floor"
-            ),
-            Case("post_1", "POST /api/v1/events/, 1 event", "/api/v1/events/", token, ONE_EVENT, floor="drf_floor"),
-        ]
+        cases = [Case(case.key, case.name, case.path, dict(case.headers), case.body, case.floor) for case in CASES]
+        for case in cases:
+            if case.key.endswith("signed_in"):
+                case.headers = session
+            elif case.path.startswith("/api/") or case.path == DRF_PATH:
+                case.headers = token
         cases[1].headers = {"Cookie": visitor_cookie(call), **BROWSER}
         for case in cases:
             status, _ = call(case)
             if not status.startswith("2"):
                 raise RuntimeError(f"{case.key}: {status}")
+        yield call, cases
+
+
+def cpu_per_request(requests: int, rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each case's CPU microseconds per request, and its batches' thread's, in interleaved rounds."""
+    with served() as (call, cases):
         cpu: dict[str, list[float]] = {case.key: [] for case in cases}
         thread: dict[str, list[float]] = {case.key: [] for case in cases}
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             for case in cases:
                 for _ in range(50):  # warm-up, and what the previous case left in the batches goes out
                     call(case)
                 time.sleep(0.1)
                 started, started_thread = time.process_time(), batches_thread_cpu()
-                for _ in range(args.requests):
+                for _ in range(requests):
                     call(case)
                 time.sleep(0.1)  # the batches' thread sends what these requests handed over
-                cpu[case.key].append((time.process_time() - started) / args.requests * 1e6)
-                thread[case.key].append((batches_thread_cpu() - started_thread) / args.requests * 1e6)
+                cpu[case.key].append((time.process_time() - started) / requests * 1e6)
+                thread[case.key].append((batches_thread_cpu() - started_thread) / requests * 1e6)
+    return cpu, thread
+
+
+def count_instructions(key: str, requests: int) -> None:
+    """Under ``harness.instructions``: count only ``requests`` requests of case ``key`` (the batches'
+    thread included), after set-up and warm-up."""
+    with served() as (call, cases):
+        case = next(case for case in cases if case.key == key)
+        for _ in range(100):
+            call(case)
+        time.sleep(0.2)
+        with harness.counted():
+            for _ in range(requests):
+                call(case)
+            time.sleep(0.2)  # the batches' thread sends what these requests handed over
+
+
+def instructions_per_request(requests: int) -> dict[str, float] | None:
+    """Each case's instructions per request under callgrind, one process per case (None without
+    valgrind)."""
+    if not harness.can_count_instructions():
+        return None
+    args = ("--requests", str(requests), "--count-case")
+    return {case.key: harness.instructions("bench.request_cpu", *args, case.key) / requests for case in CASES}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=500, help="per case and round")
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--count-case", help=argparse.SUPPRESS)  # one case under callgrind
+    args = parser.parse_args()
+    if args.count_case:
+        count_instructions(args.count_case, args.requests)
+        return
+    cpu, thread = cpu_per_request(args.requests, args.rounds)
+    instructions = instructions_per_request(300)
     rows = {
         case.key: {
             "name": case.name,
             "us_per_request": statistics.median(cpu[case.key]),
             "batches_thread_us": statistics.median(thread[case.key]),
+            "instructions": None if instructions is None else instructions[case.key],
             "floor": case.floor,
         }
-        for case in cases
+        for case in CASES
     }
-    table = [["case", "CPU us/request", "over its floor, us", "of which the batches' thread, us"]]
+    table = [
+        [
+            "case",
+            "CPU us/request",
+            "over its floor, us",
+            "of which the batches' thread, us",
+            "instructions",
+            "over its floor",
+        ]
+    ]
     for row in rows.values():
-        floor = rows[row["floor"]]["us_per_request"] if row["floor"] else None
-        row["over_floor_us"] = None if floor is None else row["us_per_request"] - floor
+        floor = rows[row["floor"]] if row["floor"] else None
+        row["over_floor_us"] = None if floor is None else row["us_per_request"] - floor["us_per_request"]
+        counted = row["instructions"]
         table.append(
             [
                 row["name"],
                 f"{row['us_per_request']:,.0f}",
                 "" if floor is None else f"{row['over_floor_us']:,.0f} (over {row['floor']})",
                 f"{row['batches_thread_us']:,.0f}",
+                "" if counted is None else f"{counted / 1000:,.0f}k",
+                "" if counted is None or floor is None else f"{(counted - floor['instructions']) / 1000:,.0f}k",
             ]
         )
     notes = (
         f"In one process through Django's WSGI handler (no server), bench.http's settings and URLs, a private "
         f"redis-server and SQLite; {args.requests} requests per case and round, medians of {args.rounds} interleaved "
-        "rounds, CPU of the whole process by time.process_time (the batches' thread included; Redis's own not). "
+        "rounds, CPU of the whole process by time.process_time (the batches' thread included; Redis's own not); "
+        "instructions: callgrind, 300 requests of each case after its warm-up (within 2% from run to run). "
         "Command: `python -m bench.request_cpu`."
     )
-    harness.write("request_cpu", {"requests": args.requests, "rounds": args.rounds, "cases": rows}, table, notes)
+    results = {"requests": args.requests, "rounds": args.rounds, "cases": rows}
+    harness.write("request_cpu", results, table, notes)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import statistics
 import tempfile
 import threading
@@ -101,6 +102,7 @@ def batches_thread_cpu() -> float:
     return 0.0 if thread is None else time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
 
 
+BATCH_WHEN_COUNTED = 20  # requests per batch of the tracking batches' thread, when counting instructions
 CASES = [
     Case("floor", "floor: bare view, anonymous, not tracked", FLOOR_PATH, BROWSER),
     Case("page_anonymous", "same view tracked, anonymous visitor (cookie)", PAGE_PATH, {}, floor="floor"),
@@ -158,16 +160,21 @@ def cpu_per_request(requests: int, rounds: int) -> tuple[dict[str, list[float]],
 
 def count_instructions(key: str, requests: int) -> None:
     """Under ``harness.instructions``: count only ``requests`` requests of case ``key`` (the batches'
-    thread included), after set-up and warm-up."""
+    thread included), after set-up and warm-up.
+
+    Under callgrind a request runs some 50x slower, so a 50 ms batch would carry one or two requests
+    and charge each a whole round trip. Here a batch goes when ``BATCH_WHEN_COUNTED`` requests wait,
+    whatever the time: about what one worker gathers in 50 ms under ``bench.http``'s load."""
+    os.environ.update(ACTIVITY_TRACK_BATCH_MS="600000", ACTIVITY_TRACK_BATCH_SIZE=str(BATCH_WHEN_COUNTED))
     with served() as (call, cases):
         case = next(case for case in cases if case.key == key)
         for _ in range(100):
             call(case)
         time.sleep(0.2)
         with harness.counted():
-            for _ in range(requests):
+            for _ in range(requests):  # a multiple of BATCH_WHEN_COUNTED: as many batches go on every run
                 call(case)
-            time.sleep(0.2)  # the batches' thread sends what these requests handed over
+            time.sleep(1.0)  # the batches' thread sends the last full batch (slowly, under callgrind)
 
 
 def instructions_per_request(requests: int) -> dict[str, float] | None:

@@ -10,8 +10,8 @@ handed over), in interleaved rounds, each case's median kept. The cost a case ad
 what the service's own code costs that request; the batches' thread's part of it is shown apart.
 Redis's own CPU is not counted. Where valgrind is installed, each case is also counted in
 instructions by callgrind (one process per case): CPU time on a shared machine still drifts by
-10-20% between runs, the instruction count does not, so a change's effect shows even when it is a
-few percent. Writes ``bench/results/request_cpu.json`` and ``.md``.
+10-20% between runs, the instruction count by a percent or two, so a change's effect shows even when
+it is a few percent. Writes ``bench/results/request_cpu.json`` and ``.md``.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ import time
 import pytest
 
 from activity.errors import StoreTimeout
-from activity.store.client import ServicePool, StandaloneClient
+from activity.store.client import ServicePool, StandaloneClient, StandalonePipeline
+from activity.store.client import _client as service_client
 from project.redis_server import PrivateRedis
 
 # Runs until ARGV[1] seconds of server time have passed (Redis answers nothing else meanwhile).
@@ -55,9 +56,10 @@ def local_ports(client: StandaloneClient) -> set[int]:
 
 
 def test_the_service_client_runs_on_the_service_pool(server):
-    client = connected(server)
+    """What ``get_client()`` builds for a standalone server, not only this file's clients."""
+    client = service_client(server.url, 1.0, False)
     assert isinstance(client.connection_pool, ServicePool)
-    client.close()
+    assert isinstance(client.pipeline(transaction=False), StandalonePipeline)
 
 
 def test_a_connection_left_with_an_unread_reply_is_not_handed_out_as_is(server):

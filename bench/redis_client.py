@@ -23,6 +23,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+import redis
+
 from bench import harness
 
 SCRIPT = "return redis.call('INCR', KEYS[1])"
@@ -35,8 +37,6 @@ VARIANTS = {
 
 def round_trip(variant: str, url: str) -> Callable[[], list]:
     """One round trip of ``variant``: a pipeline of the script and a ZSCORE, sent and read."""
-    import redis
-
     from activity.store.client import ServicePool, StandaloneClient
 
     if variant == "redis_py":
@@ -113,8 +113,6 @@ def main() -> None:
         counted = "" if instructions is None else f"{instructions[variant]:,.0f}"
         ratio = "" if instructions is None else f"{instructions[variant] / instructions['redis_py']:.2f}x"
         table.append([name, f"{cpu[variant]:.1f}", f"{cpu[variant] / cpu['redis_py']:.2f}x", counted, ratio])
-    import redis
-
     notes = (
         f"redis-py {redis.__version__}, one private redis-server on loopback; CPU: medians of {args.rounds} "
         f"interleaved rounds of {args.count:,} round trips (time.process_time); instructions: callgrind, "

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ class Case:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     floor: str = ""  # the case its added cost is read against
+    credentials: str = ""  # who asks: "" a browser, "visitor" (its cookie), "session" or "token"
 
 
 def environ(case: Case) -> dict[str, Any]:
@@ -104,13 +105,32 @@ def batches_thread_cpu() -> float:
 
 BATCH_WHEN_COUNTED = 20  # requests per batch of the tracking batches' thread, when counting instructions
 CASES = [
-    Case("floor", "floor: bare view, anonymous, not tracked", FLOOR_PATH, BROWSER),
-    Case("page_anonymous", "same view tracked, anonymous visitor (cookie)", PAGE_PATH, {}, floor="floor"),
-    Case("floor_signed_in", "bare view, signed in, not tracked", FLOOR_PATH),
-    Case("page_signed_in", "same view tracked, signed in", PAGE_PATH, floor="floor_signed_in"),
-    Case("drf_floor", "bare DRF view", DRF_PATH),
-    Case("last_seen", "GET /api/v1/users/<u>/last-seen/", "/api/v1/users/s1/last-seen/", floor="drf_floor"),
-    Case("post_1", "POST /api/v1/events/, 1 event", "/api/v1/events/", body=ONE_EVENT, floor="drf_floor"),
+    Case("floor", "floor: bare view, anonymous, not tracked", FLOOR_PATH),
+    Case(
+        "page_anonymous",
+        "same view tracked, anonymous visitor (cookie)",
+        PAGE_PATH,
+        floor="floor",
+        credentials="visitor",
+    ),
+    Case("floor_signed_in", "bare view, signed in, not tracked", FLOOR_PATH, credentials="session"),
+    Case("page_signed_in", "same view tracked, signed in", PAGE_PATH, floor="floor_signed_in", credentials="session"),
+    Case("drf_floor", "bare DRF view", DRF_PATH, credentials="token"),
+    Case(
+        "last_seen",
+        "GET /api/v1/users/<u>/last-seen/",
+        "/api/v1/users/s1/last-seen/",
+        floor="drf_floor",
+        credentials="token",
+    ),
+    Case(
+        "post_1",
+        "POST /api/v1/events/, 1 event",
+        "/api/v1/events/",
+        body=ONE_EVENT,
+        floor="drf_floor",
+        credentials="token",
+    ),
 ]
 
 
@@ -123,15 +143,13 @@ def served() -> Iterator[tuple[Callable[[Case], tuple[str, list[tuple[str, str]]
         credentials = prepare_database()
         seed_online()
         call = caller()
-        session = {"Cookie": credentials["session"], **BROWSER}
-        token = {"Authorization": f"Token {credentials['token']}"}
-        cases = [Case(case.key, case.name, case.path, dict(case.headers), case.body, case.floor) for case in CASES]
-        for case in cases:
-            if case.key.endswith("signed_in"):
-                case.headers = session
-            elif case.path.startswith("/api/") or case.path == DRF_PATH:
-                case.headers = token
-        cases[1].headers = {"Cookie": visitor_cookie(call), **BROWSER}
+        headers = {
+            "": BROWSER,
+            "visitor": {"Cookie": visitor_cookie(call), **BROWSER},
+            "session": {"Cookie": credentials["session"], **BROWSER},
+            "token": {"Authorization": f"Token {credentials['token']}"},
+        }
+        cases = [replace(case, headers=headers[case.credentials]) for case in CASES]
         for case in cases:
             status, _ = call(case)
             if not status.startswith("2"):

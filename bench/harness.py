@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import shutil
@@ -53,6 +54,20 @@ def write(name: str, results: dict[str, Any], table: list[list[str]], notes: str
     print("\n".join(lines))
     if notes:
         print("\n" + notes)
+
+
+def median_interval(values: list[float], coverage: float = 0.90) -> tuple[float, float]:
+    """An interval that holds the median of the distribution ``values`` were drawn from with at
+    least ``coverage`` probability, whatever that distribution: the k-th smallest and the k-th largest
+    value, k as large as the binomial distribution allows (7 values: the smallest and the largest, 98%;
+    9 values: the second smallest and the second largest, 96%). Fewer than 5 values cannot reach 90%:
+    then it is the smallest and the largest."""
+    ordered, n = sorted(values), len(values)
+    k, outside = 1, 2 * 0.5**n  # P(the median lies below the smallest or above the largest value)
+    while k < n // 2 and outside + 2 * math.comb(n, k) * 0.5**n <= 1 - coverage:
+        outside += 2 * math.comb(n, k) * 0.5**n
+        k += 1
+    return ordered[k - 1], ordered[n - k]
 
 
 def interleaved(

@@ -586,7 +586,13 @@ def report(rows: dict[str, dict[str, Any]], results: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=2, help="per run of a case")
-    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=21,
+        help="interleaved rounds (about 55 s each): 21 narrow each median's 90%% interval to its 7th to 15th "
+        "run, so the ratios near their lines get a verdict; 9 is a quicker, noisier run",
+    )
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1, help="per worker (make run's default)")

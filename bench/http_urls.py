@@ -1,9 +1,12 @@
-"""The bench's URLconf: the product's URLs plus one bare page, served under two paths, and a bare
-DRF view.
+"""The bench's URLconf: the product's URLs plus one bare page, served under two paths, a bare DRF
+view, and the two of them again making one Redis read.
 
 ``/bench/floor/`` is listed in the bench's ``ACTIVITY_TRACK_EXCLUDE_PATHS``, so the tracking
 middleware runs but records nothing there: the floor. ``/bench/page/`` is the same view, tracked.
 ``/bench/drf/`` (not tracked either) is DRF's own floor: what any API view pays before its work.
+``/bench/floor/read/`` and ``/bench/drf/read/`` (under the same untracked prefixes) add one Redis
+read through the service, the one GET last-seen makes, and nothing else: what one round trip costs
+a page, and the most any API view that reads Redis can reach on this stack (its ceiling).
 """
 
 from django.http import HttpRequest, HttpResponse
@@ -12,9 +15,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from activity import services
 from project.urls import urlpatterns as product_urlpatterns
 
 BODY = b"<!doctype html><title>bench</title><p>A page with nothing behind it."
+READ_USER = "s1"  # one of the users bench.http seeds (seed_online), as GET last-seen reads
 
 
 def page(request: HttpRequest) -> HttpResponse:
@@ -23,6 +28,12 @@ def page(request: HttpRequest) -> HttpResponse:
     and user lookups are the site's cost whether or not the page is tracked)."""
     greeting = request.user.get_username() if request.user.is_authenticated else ""
     return HttpResponse(BODY + greeting.encode(), content_type="text/html; charset=utf-8")
+
+
+def page_reading(request: HttpRequest) -> HttpResponse:
+    """The floor's page after one Redis read (a ZSCORE): one round trip's cost alone."""
+    services.last_seen(READ_USER)
+    return page(request)
 
 
 class BareAPIView(APIView):
@@ -37,9 +48,20 @@ class BareAPIView(APIView):
         return Response({"ok": True})
 
 
+class BareAPIViewReading(BareAPIView):
+    """The bare DRF view after one Redis read: the framework and one round trip, no authentication,
+    permission, throttle or tracking code. No API view that reads Redis can answer faster."""
+
+    def get(self, request: Request) -> Response:
+        services.last_seen(READ_USER)
+        return super().get(request)
+
+
 urlpatterns = [
     path("bench/floor/", page, name="bench-floor"),
+    path("bench/floor/read/", page_reading, name="bench-floor-read"),
     path("bench/page/", page, name="bench-page"),
     path("bench/drf/", BareAPIView.as_view(), name="bench-drf"),
+    path("bench/drf/read/", BareAPIViewReading.as_view(), name="bench-drf-read"),
     *product_urlpatterns,
 ]

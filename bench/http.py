@@ -59,6 +59,7 @@ DRF_PATH = "/bench/drf/"
 FLOOR_READ_PATH, DRF_READ_PATH = FLOOR_PATH + "read/", DRF_PATH + "read/"  # untracked: under the floors' prefixes
 EXCLUDED = "/static/,/media/,/healthz,/favicon.ico," + FLOOR_PATH + "," + DRF_PATH
 ONLINE_USERS = 10_000
+READ_USER = "s1"  # one of them (seed_online): GET last-seen and the reads ask for it
 UNLIMITED = "100000000/min"
 API_CASES = ("post_", "last_seen", "online")  # read against DRF's floor too
 READS = ("floor_read", "drf_read")  # the floors after one Redis read, nothing else
@@ -272,7 +273,7 @@ def cases(base: str, tmp: Path, credentials: dict[str, str], visitor: str) -> li
         ),
         Case("page_signed_in", "same view tracked, signed in (session)", base + PAGE_PATH, session),
         *posts,
-        Case("last_seen", "GET /api/v1/users/<u>/last-seen/", base + "/api/v1/users/s1/last-seen/", token),
+        Case("last_seen", "GET /api/v1/users/<u>/last-seen/", base + f"/api/v1/users/{READ_USER}/last-seen/", token),
         Case("online", "GET /api/v1/online/ (one page)", base + "/api/v1/online/", token),
     ]
 

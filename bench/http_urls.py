@@ -16,10 +16,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from activity import services
+from bench.http import READ_USER
 from project.urls import urlpatterns as product_urlpatterns
 
 BODY = b"<!doctype html><title>bench</title><p>A page with nothing behind it."
-READ_USER = "s1"  # one of the users bench.http seeds (seed_online), as GET last-seen reads
 
 
 def page(request: HttpRequest) -> HttpResponse:

@@ -30,7 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from bench import harness
-from bench.http import BROWSER, DRF_PATH, FLOOR_PATH, PAGE_PATH, configure, prepare_database, seed_online
+from bench.http import (
+    BROWSER,
+    DRF_PATH,
+    FLOOR_PATH,
+    PAGE_PATH,
+    READ_USER,
+    configure,
+    prepare_database,
+    seed_online,
+)
 from project.redis_server import PrivateRedis
 
 ONE_EVENT = b'{"events": [{"user": "u1"}]}'
@@ -119,7 +128,7 @@ CASES = [
     Case(
         "last_seen",
         "GET /api/v1/users/<u>/last-seen/",
-        "/api/v1/users/s1/last-seen/",
+        f"/api/v1/users/{READ_USER}/last-seen/",
         floor="drf_floor",
         credentials="token",
     ),

@@ -10,7 +10,7 @@
 --
 -- KEYS[1]  the period's by-name index (zset, score 0, member = name NUL user id)
 -- KEYS[2]  the stem of the period's per-user view counters (string keys: stem .. user id)
--- KEYS[3]  the period's pending by-name entries (set of name NUL user id)
+-- KEYS[3]  the period's pending by-name entries (set of name NUL user id, and the marker '')
 -- ARGV[1]  first rank of the page (0-based)
 -- ARGV[2]  number of rows (>= 0; 0: merge only)
 -- ARGV[3]  pending entries merged at most (the slice, >= 1)
@@ -29,6 +29,11 @@ end
 if slice == nil or slice < 1 or ttl == nil or ttl < 1 then
   return redis.error_reply('report_by_name: expected slice >= 1 and ttl >= 1')
 end
+
+-- The pending set's marker (the empty string: lua/session_record.lua) is no entry. It goes first,
+-- so the SPOP takes entries only and the set's size counts them, and nothing pending leaves no key;
+-- the next new entry puts it back, with the set's TTL.
+redis.call('SREM', KEYS[3], '')
 
 -- ZADD takes the entries in chunks, so no call unpacks more arguments than Lua's stack allows.
 local CHUNK = 500

@@ -13,10 +13,15 @@
 -- pending entries into the index in bounded slices. A view bringing a new username removes the
 -- old entry from the index and from the pending set and adds the new one to the pending set.
 -- TTLs: a period's counter gets its TTL when INCR creates it (answers 1); the candidates get theirs
--- renewed when a user enters them, which is at or after that user's counter was created, and the
--- pending set when an entry is new to it: so neither expires before the counter of a user it lists,
--- and a key recreated after it expired gets its TTL back with its first write. A first view that
--- does not enter a full set of candidates (most first views, on a big site) leaves its TTL alone.
+-- renewed when a user enters them, which is at or after that user's counter was created, so they
+-- never expire before the counter of a user they list. A first view that does not enter a full set
+-- of candidates (most first views, on a big site) leaves their TTL alone. The pending set holds a
+-- marker besides its entries, the empty string (an entry holds a NUL, so none is empty): an SADD
+-- that adds both the entry and the marker made the set, or found the marker taken by a merge, and
+-- only then does the set get the period's TTL. So a pending set always has a TTL, and lives that
+-- TTL (PAGE_STATS_DAYS days or more) from its first entry of the period, through the period the
+-- reports read it in, at one command for most first views where an SADD and an EXPIRE were.
+-- A key recreated after it expired gets its TTL back with its first write.
 -- The by-name index gets its TTL from the merge that fills it. The day's counts (sessions started,
 -- page views) get theirs when INCR creates them and its paths when the set is made: a per-day key
 -- is written during its day (and by late events within retention), so the TTL of its first write
@@ -134,9 +139,10 @@ local function count_view(counter, top, user, ttl)
   return count
 end
 
--- Add a by-name entry to a period's pending set; the set's TTL is renewed when the entry is new.
+-- Add a by-name entry to a period's pending set, with the marker; the set gets its TTL when the
+-- marker is new to it (the set is new, or a merge took the marker).
 local function pend(pending, entry, ttl)
-  if redis.call('SADD', pending, entry) == 1 then
+  if redis.call('SADD', pending, entry, '') == 2 then
     redis.call('EXPIRE', pending, ttl)
   end
 end

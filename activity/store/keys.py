@@ -323,7 +323,8 @@ def active_hll_month(month: str) -> str:
 # BY/GET patterns, which Redis Cluster allows only within the sorted key's slot.
 # Page statistics live PAGE_STATS_DAYS (weekly ones 7 more), whatever their day: counters and the
 # day's paths after their first write, display names after their last, and the keys listing a
-# period's users after its latest new user or merge; so the sweep gives one found without a TTL
+# period's users after its latest new user, merge or (pending sets) first entry since a merge; so
+# the sweep gives one found without a TTL
 # exactly that (per-user counters, candidates, by-name indexes and their pending sets of either
 # period: the week's, the longer).
 
@@ -447,8 +448,10 @@ def viewers_by_name_pending(period: str) -> str:
     """Set: "name NUL user" entries of ``period`` not yet in ``viewers_by_name``. The page-view
     script adds a user's entry at its first view of the period or at a rename (an SADD, O(1), where
     an ordered insert into the index is O(log N)); the by-name read and the refresh job
-    move them into the index a bounded slice per call (TTL: as the period's counters, renewed when
-    an entry is added)."""
+    move them into the index a bounded slice per call. The set also holds a marker, the empty
+    string, so the script's SADD tells when the set is new and gets its TTL (as the period's
+    counters, from the first entry since the set was made or a merge took the marker), without an
+    EXPIRE at every new viewer."""
     return f"{prefix()}{PV_TAG}:byname-pending:{period}"
 
 

@@ -150,12 +150,15 @@ def test_sweep_gives_each_family_what_its_writers_give(redis_client, monkeypatch
             redis_client.set(key, "1")
     result = sweep.sweep(count=10)
     outcomes = list(planted.values())
-    assert result == sweep.SweepResult(
-        scanned=len(planted),
-        long_lived=outcomes.count(LONG),
-        repaired=len(planted) - outcomes.count(LONG) - outcomes.count(GONE),
-        deleted=outcomes.count(GONE),
+    assert (result.repaired, result.deleted) == (
+        len(planted) - outcomes.count(LONG) - outcomes.count(GONE),
+        outcomes.count(GONE),
     )
+    # SCAN returns every key at least once, and a key twice when the keyspace was rehashing between
+    # two steps (seen on a cluster node still shrinking after earlier tests): a second look counts
+    # the key again, and repairs nothing (it has its TTL now, or is gone).
+    repeats = result.scanned - len(planted)
+    assert repeats >= 0 and 0 <= result.long_lived - outcomes.count(LONG) <= repeats
     for key, outcome in planted.items():
         ttl = redis_client.ttl(key)
         if outcome == LONG:

@@ -7,11 +7,13 @@
 -- member gets it as its score; a non-member enters when the set holds fewer than cap users, or when
 -- (count, user) passes the cap-th member's, which is then trimmed. Counts only grow, so the set is
 -- always the true top cap. A non-member's count is below the cap-th's, so one ZRANGE says whether a
--- viewer can enter; the set never holds more than cap users. And the by-name entries ("name NUL
--- user"): the user's goes into the period's pending set (an SADD) at its first view of the period,
--- not into the million-member by-name index (an ordered insert); lua/report_by_name.lua merges
--- pending entries into the index in bounded slices. A view bringing a new username removes the
--- old entry from the index and from the pending set and adds the new one to the pending set.
+-- viewer can enter; the set never holds more than cap users. The week's ZRANGE is skipped for a
+-- week count below the day's cap-th count, which the week's cap-th count is never below. And the
+-- by-name entries ("name NUL user"): the user's goes into the period's pending set (an SADD) at its
+-- first view of the period, not into the million-member by-name index (an ordered insert);
+-- lua/report_by_name.lua merges pending entries into the index in bounded slices. A view bringing
+-- a new username removes the old entry from the index and from the pending set and adds the new
+-- one to the pending set.
 -- TTLs: a period's counter gets its TTL when INCR creates it (answers 1); the candidates get theirs
 -- renewed when a user enters them, which is at or after that user's counter was created, so they
 -- never expire before the counter of a user they list. A first view that does not enter a full set
@@ -120,23 +122,31 @@ end
 -- Count a period's view: INCR the user's counter (TTL when it is new) and keep the period's
 -- candidates the top ``candidates`` by (views, user). A member's score was count - 1, at least the
 -- cap-th's, so a count below the cap-th's is a non-member's; one at or above it is ZADDed (a
--- member's new score, or a newcomer, after which the lowest beyond the cap leave). Returns the count.
-local function count_view(counter, top, user, ttl)
+-- member's new score, or a newcomer, after which the lowest beyond the cap leave). A count below
+-- ``floor``, a bar known to be at most the cap-th's, is a non-member's too, found without reading
+-- the bar. Returns the count and the cap-th's views (nil while the set holds fewer than the cap).
+local function count_view(counter, top, user, ttl, floor)
   local count = incr_with_ttl(counter, ttl)
+  if floor and count < floor then
+    return count
+  end
   local bar = redis.call('ZRANGE', top, -candidates, -candidates, 'WITHSCORES')
-  local added = 0
+  local added, cap_th = 0, nil
   if bar[1] == nil then
     added = redis.call('ZADD', top, count, user)
-  elseif count >= tonumber(bar[2]) then
-    added = redis.call('ZADD', top, count, user)
-    if added == 1 then
-      redis.call('ZREMRANGEBYRANK', top, 0, -candidates - 1)
+  else
+    cap_th = tonumber(bar[2])
+    if count >= cap_th then
+      added = redis.call('ZADD', top, count, user)
+      if added == 1 then
+        redis.call('ZREMRANGEBYRANK', top, 0, -candidates - 1)
+      end
     end
   end
   if added == 1 then
     redis.call('EXPIRE', top, ttl)
   end
-  return count
+  return count, cap_th
 end
 
 -- Add a by-name entry to a period's pending set, with the marker; the set gets its TTL when the
@@ -189,8 +199,11 @@ for _, view in ipairs(views) do
   redis.call('LTRIM', KEYS[k + 1], -keep, -1)
   redis.call('PEXPIRE', KEYS[k + 1], window)
 
-  local day_views = count_view(KEYS[k + 2], KEYS[k + 8], user, day_ttl)
-  local week_views = count_view(KEYS[k + 3], KEYS[k + 9], user, week_ttl)
+  -- The day's bar is a floor of the week's: the day's cap candidates have at least the day's bar
+  -- in views that day, so at least as many in the week, and the week's cap-th has no fewer. Below
+  -- it, a view (most first views of the week, on a big site) skips the week's ZRANGE.
+  local day_views, day_bar = count_view(KEYS[k + 2], KEYS[k + 8], user, day_ttl, nil)
+  local week_views = count_view(KEYS[k + 3], KEYS[k + 9], user, week_ttl, day_bar)
   -- The name the reports show: a known username, else the one already set, else the user id.
   local old
   if name == '' then

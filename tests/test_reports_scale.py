@@ -368,9 +368,11 @@ def test_a_periods_lists_outlive_its_counters_and_come_back_with_a_ttl_after_exp
     assert redis_client.ttl(index) > 0
     assert_every_key_has_a_ttl(redis_client)
 
-    # The candidates alone gone (evicted, deleted by hand): the next view makes them again, with a TTL.
+    # The candidates alone gone (evicted, deleted by hand): the next view that may enter them makes
+    # them again, with a TTL (the week's: one at or above the day's bar, as the week's busiest is).
     redis_client.delete(keys.top_viewers(period_key(period)))
-    services.record_events([Event(late[0].user, clock.now(), "/again")])
+    busiest = true_top(Counter(e.user for e in late if in_period(e, "week")), 1)[0][0]
+    services.record_events([Event(busiest, clock.now(), "/again")])
     assert redis_client.ttl(keys.top_viewers(period_key(period))) > 0
     assert_every_key_has_a_ttl(redis_client)
 
@@ -411,7 +413,7 @@ def test_a_view_costs_the_same_commands_whatever_the_number_of_viewers(redis_cli
         record(part, {})
     assert redis_client.zcard(keys.top_viewers(period_key())) == 8
     counts = {
-        # A returning viewer below the bar: its counters' INCRs and one ZRANGE a period, nothing more.
+        # A returning viewer below the bar: its counters' INCRs and the day's bar, nothing more.
         "returning": script_commands(redis_client, PageView("u1", "/", now)),
         # A candidate: its new count as its score in both periods.
         "candidate": script_commands(redis_client, PageView("h3", "/", now)),
@@ -427,21 +429,39 @@ def test_a_view_costs_the_same_commands_whatever_the_number_of_viewers(redis_cli
     assert not redis_client.exists(pending_of("day"), pending_of("week"))
     # The first view after it makes the pending sets again, each with its TTL.
     counts["new viewer, sets new"] = script_commands(redis_client, PageView("n2", "/", now))
-    two = Counter(incr=2, zrange=2)
-    assert counts["returning"] == SHARED + two
-    assert counts["candidate"] == SHARED + two + Counter(zadd=2)
+    # Both counters' INCRs, and the bar of the day's candidates (a ZRANGE). The week's bar is read
+    # only for a week count at or above the day's (10, "h0"): no other week count can enter.
+    below, both = Counter(incr=2, zrange=1), Counter(incr=2, zrange=2)
+    assert counts["returning"] == SHARED + below
+    assert counts["candidate"] == SHARED + both + Counter(zadd=2)
     # A new session too: INCR of the day's sessions started. TTLs of the new counters (both
     # periods), and the by-name entries into the pending sets (an SADD each, the marker with it), not
     # into the million-member indexes; the sets hold the marker, so their TTLs stand. Below the bar,
     # it leaves the top viewers and their TTL alone.
-    assert counts["new viewer"] == SHARED + two + Counter(incr=1, expire=2, sadd=2)
+    assert counts["new viewer"] == SHARED + below + Counter(incr=1, expire=2, sadd=2)
     assert counts["new viewer, sets new"] == counts["new viewer"] + Counter(expire=2)
-    assert counts["entering"] == SHARED + two + Counter(zadd=2, zremrangebyrank=2, expire=2)
+    assert counts["entering"] == SHARED + both + Counter(zadd=2, zremrangebyrank=2, expire=2)
     # A username comes with its TTL in the SET, so the name's EXPIRE goes and the aliases' comes in
     # its place; the pending sets keep their marker and their TTLs.
-    assert counts["renamed"] == SHARED + two + Counter(zrem=2, srem=2, sadd=3)
+    assert counts["renamed"] == SHARED + below + Counter(zrem=2, srem=2, sadd=3)
     assert [user for user, _ in top_viewers(redis_client, "day")][-1] == "h1"
     assert redis_client.zcard(keys.top_viewers(period_key())) == 8
+
+
+@override_settings(ACTIVITY_REPORT_CANDIDATES=3, ACTIVITY_REPORT_TOP=2, ACTIVITY_TRANSITIONS=False)
+def test_the_weeks_bar_is_read_only_for_a_week_count_at_or_above_the_days(redis_client, wednesday):
+    """The day's cap candidates have at least the day's bar in views that week too, so a week count
+    below it cannot enter the week's candidates and its ZRANGE is skipped; one at or above it (views
+    earlier in the week) still reads the week's bar, and enters."""
+    now = clock.now()
+    record([Event(user, now, "/") for user in "abc" for _ in range(3)], {})  # the day's bar: 3 views
+    record([Event("m", now - 2 * DAY_S, "/")] * 5, {})  # Monday: 5 views in the week, none today
+    week = Counter(a=3, b=3, c=3, m=5)
+    assert script_commands(redis_client, PageView("z", "/", now))["zrange"] == 1  # week count 1, below 3
+    assert script_commands(redis_client, PageView("m", "/", now))["zrange"] == 2  # week count 6
+    week.update(["z", "m"])
+    assert top_viewers(redis_client, "week") == true_top(week, 3) == [("m", 6), ("c", 3), ("b", 3)]
+    assert top_viewers(redis_client, "day") == true_top(Counter(a=3, b=3, c=3, m=1, z=1), 3)
 
 
 # One merge call: the EVALSHA, the pending set's marker out (an SREM), an SPOP of the slice, one ZADD

@@ -524,9 +524,10 @@ class PageViewCase:
     it, so all meet the same background load. ``run`` adds one round of calls; the rounds of every
     case alternate (``page_view_costs``)."""
 
-    def __init__(self, raw: redis.Redis, viewers: int, scenario: str, batch: int, calls: int) -> None:
-        self.raw, self.scenario, self.batch, self.calls = raw, scenario, batch, calls
-        self.shas = {"old": raw.script_load(_git_show(OLD_SCRIPT)), "new": raw.script_load(NEW_SCRIPT.read_bytes())}
+    def __init__(
+        self, raw: redis.Redis, shas: dict[str, str], viewers: int, scenario: str, batch: int, calls: int
+    ) -> None:
+        self.raw, self.shas, self.scenario, self.batch, self.calls = raw, shas, scenario, batch, calls
         self.rng = random.Random(f"{scenario}:{batch}")
         self.pick = _picker(scenario, viewers, batch, self.rng)
         self.rounds: list[dict[str, list[int]]] = []
@@ -602,8 +603,9 @@ def page_view_costs(raw: redis.Redis, viewers: int) -> list[dict[str, Any]]:
     """Every SCENARIOS case at each PAGE_VIEW_CALLS batch size, in PAGE_VIEW_ROUNDS rounds that take
     turns across the cases: a ratio's drift over the comparison's minutes (the machine's, and
     Redis's own state) shows in the spread of its rounds instead of landing whole in one case."""
+    shas = {"old": raw.script_load(_git_show(OLD_SCRIPT)), "new": raw.script_load(NEW_SCRIPT.read_bytes())}
     cases = [
-        PageViewCase(raw, viewers, scenario, batch, calls)
+        PageViewCase(raw, shas, viewers, scenario, batch, calls)
         for scenario in SCENARIOS
         for batch, calls in PAGE_VIEW_CALLS.items()
     ]
@@ -738,7 +740,7 @@ def report(
                 f"<= {PAGE_VIEW_LIMIT}x before",
                 "; ".join(
                     f"{cost[f'{variant}_us_per_view']:.1f} ({cost[f'{variant}_over_old']:.2f}x, rounds "
-                    f"{cost[f'{variant}_over_old_interval'][0]:.2f}-{cost[f'{variant}_over_old_interval'][1]:.2f}x)"
+                    + "{:.2f}-{:.2f}x)".format(*cost[f"{variant}_over_old_interval"])
                     for variant in VARIANTS[1:]
                 ),
                 "",

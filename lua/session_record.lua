@@ -87,14 +87,8 @@ if now == nil then
   return redis.error_reply('session_record: now must be a number')
 end
 
--- The page of a session entry; nil for anything that is not one of ours.
-local function entry_path(raw)
-  local ok, decoded = pcall(cjson.decode, raw)
-  if ok and type(decoded) == 'table' and type(decoded.path) == 'string' then
-    return decoded.path
-  end
-  return nil
-end
+-- The local functions take what they use as arguments: one that names a local of the script
+-- makes Redis's Lua allocate (and collect) an upvalue for it at every call.
 
 -- INCR a counter, giving it its TTL when the INCR creates it (answers 1); returns the count.
 local function incr_with_ttl(key, ttl)
@@ -108,29 +102,28 @@ end
 -- Count one more ``member`` in a capped per-day sorted set (the day's paths, a page's next pages).
 -- Only a new member needs more work: a trim past the cap plus the slack, or the TTL of a new set
 -- (a per-day key is written during its day only, so its first write's TTL is the day's retention).
-local function count_capped(key, member, cap, cap_slack)
+local function count_capped(key, member, cap, cap_slack, ttl)
   if tonumber(redis.call('ZINCRBY', key, 1, member)) == 1 then
     local size = redis.call('ZCARD', key)
     if size == 1 then
-      redis.call('EXPIRE', key, day_ttl)
+      redis.call('EXPIRE', key, ttl)
     elseif size > cap + cap_slack then
       redis.call('ZREMRANGEBYRANK', key, 0, -cap - 1)
     end
   end
 end
 
--- Count a period's view: INCR the user's counter (TTL when it is new) and keep the period's
--- candidates the top ``candidates`` by (views, user). A member's score was count - 1, at least the
--- cap-th's, so a count below the cap-th's is a non-member's; one at or above it is ZADDed (a
--- member's new score, or a newcomer, after which the lowest beyond the cap leave). A count below
--- ``floor``, a bar known to be at most the cap-th's, is a non-member's too, found without reading
--- the bar. Returns the count and the cap-th's views (nil while the set holds fewer than the cap).
-local function count_view(counter, top, user, ttl, floor)
-  local count = incr_with_ttl(counter, ttl)
+-- Keep a period's candidates the top ``cap`` users by (views, user), given the user's new count
+-- of views in the period. A member's score was count - 1, at least the cap-th's, so a count below
+-- the cap-th's is a non-member's; one at or above it is ZADDed (a member's new score, or a
+-- newcomer, after which the lowest beyond the cap leave). A count below ``floor``, a bar known to
+-- be at most the cap-th's, is a non-member's too, found without reading the bar. Returns the
+-- cap-th's views (nil while the set holds fewer than the cap, or when the floor answered).
+local function rank(top, user, count, cap, ttl, floor)
   if floor and count < floor then
-    return count
+    return nil
   end
-  local bar = redis.call('ZRANGE', top, -candidates, -candidates, 'WITHSCORES')
+  local bar = redis.call('ZRANGE', top, -cap, -cap, 'WITHSCORES')
   local added, cap_th = 0, nil
   if bar[1] == nil then
     added = redis.call('ZADD', top, count, user)
@@ -139,14 +132,14 @@ local function count_view(counter, top, user, ttl, floor)
     if count >= cap_th then
       added = redis.call('ZADD', top, count, user)
       if added == 1 then
-        redis.call('ZREMRANGEBYRANK', top, 0, -candidates - 1)
+        redis.call('ZREMRANGEBYRANK', top, 0, -cap - 1)
       end
     end
   end
   if added == 1 then
     redis.call('EXPIRE', top, ttl)
   end
-  return count, cap_th
+  return cap_th
 end
 
 -- Add a by-name entry to a period's pending set, with the marker; the set gets its TTL when the
@@ -157,83 +150,70 @@ local function pend(pending, entry, ttl)
   end
 end
 
--- Whether a user is tombstoned, looked up once per user and only while the set exists.
-local erasures, erased = redis.call('EXISTS', KEYS[1]) == 1, {}
-local function is_erased(user)
-  if not erasures then
-    return false
-  end
-  if erased[user] == nil then
-    local expiry = redis.call('ZSCORE', KEYS[1], user)
-    erased[user] = expiry ~= false and tonumber(expiry) > now
-  end
-  return erased[user]
-end
-
--- The views of users not tombstoned; an erased user's are skipped whole.
-local views = {}
-for view = 0, (#ARGV - 11) / 4 - 1 do
-  if not is_erased(ARGV[11 + 4 * view + 1]) then
-    views[#views + 1] = view
-  end
-end
-
+-- A tombstoned user's views are skipped whole; the tombstones are looked up only while they exist.
+local erasures = redis.call('EXISTS', KEYS[1]) == 1
 local started = 0
-for _, view in ipairs(views) do
+for view = 0, (#ARGV - 11) / 4 - 1 do
   local k, a = 1 + 15 * view, 11 + 4 * view
   local user, entry, path, name = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-
-  if transitions then
-    local last = redis.call('LINDEX', KEYS[k + 1], -1)
-    local previous = last and entry_path(last)
-    -- An empty page would name the stem itself; nothing can ask for its next pages anyway.
-    if previous and previous ~= path and previous ~= '' then
-      count_capped(KEYS[k + 12] .. previous, path, max_next, next_slack)
+  local expiry = erasures and redis.call('ZSCORE', KEYS[1], user)
+  if not (expiry and tonumber(expiry) > now) then
+    if transitions then
+      local last = redis.call('LINDEX', KEYS[k + 1], -1)
+      -- An empty session decodes as JSON null; only an entry of ours has a string path. An empty
+      -- page would name the stem itself, and nothing can ask for its next pages anyway.
+      local ok, decoded = pcall(cjson.decode, last or 'null')
+      local previous = ok and type(decoded) == 'table' and decoded.path
+      if type(previous) == 'string' and previous ~= path and previous ~= '' then
+        count_capped(KEYS[k + 12] .. previous, path, max_next, next_slack, day_ttl)
+      end
     end
-  end
 
-  if redis.call('RPUSH', KEYS[k + 1], entry) == 1 then
-    started = started + 1
-    incr_with_ttl(KEYS[k + 5], day_ttl)
-  end
-  redis.call('LTRIM', KEYS[k + 1], -keep, -1)
-  redis.call('PEXPIRE', KEYS[k + 1], window)
+    if redis.call('RPUSH', KEYS[k + 1], entry) == 1 then
+      started = started + 1
+      incr_with_ttl(KEYS[k + 5], day_ttl)
+    end
+    redis.call('LTRIM', KEYS[k + 1], -keep, -1)
+    redis.call('PEXPIRE', KEYS[k + 1], window)
 
-  -- The day's bar is a floor of the week's: the day's cap candidates have at least the day's bar
-  -- in views that day, so at least as many in the week, and the week's cap-th has no fewer. Below
-  -- it, a view (most first views of the week, on a big site) skips the week's ZRANGE.
-  local day_views, day_bar = count_view(KEYS[k + 2], KEYS[k + 8], user, day_ttl, nil)
-  local week_views = count_view(KEYS[k + 3], KEYS[k + 9], user, week_ttl, day_bar)
-  -- The name the reports show: a known username, else the one already set, else the user id.
-  local old
-  if name == '' then
-    old = redis.call('SET', KEYS[k + 4], user, 'NX', 'GET')
-    name = old or user
-    redis.call('EXPIRE', KEYS[k + 4], week_ttl)
-  else
-    old = redis.call('SET', KEYS[k + 4], name, 'EX', week_ttl, 'GET')
-  end
-  -- The by-name entries: the user's is pending from its first view of the period, and replaced
-  -- when the name changes, wherever the old one is (index or pending set; the removals are no-ops
-  -- for a period where the user is new), so the user keeps exactly one entry per period.
-  local renamed = old and old ~= name
-  if renamed then
-    local former = old .. '\0' .. user
-    redis.call('ZREM', KEYS[k + 10], former)
-    redis.call('ZREM', KEYS[k + 11], former)
-    redis.call('SREM', KEYS[k + 14], former)
-    redis.call('SREM', KEYS[k + 15], former)
-    redis.call('SADD', KEYS[k + 13], old)
-    redis.call('EXPIRE', KEYS[k + 13], week_ttl)
-  end
-  if renamed or day_views == 1 then
-    pend(KEYS[k + 14], name .. '\0' .. user, day_ttl)
-  end
-  if renamed or week_views == 1 then
-    pend(KEYS[k + 15], name .. '\0' .. user, week_ttl)
-  end
+    -- The day's bar is a floor of the week's: the day's cap candidates have at least the day's bar
+    -- in views that day, so at least as many in the week, and the week's cap-th has no fewer. Below
+    -- it, a view (most first views of the week, on a big site) skips the week's ZRANGE.
+    local day_views = incr_with_ttl(KEYS[k + 2], day_ttl)
+    local day_bar = rank(KEYS[k + 8], user, day_views, candidates, day_ttl, nil)
+    local week_views = incr_with_ttl(KEYS[k + 3], week_ttl)
+    rank(KEYS[k + 9], user, week_views, candidates, week_ttl, day_bar)
+    -- The name the reports show: a known username, else the one already set, else the user id.
+    local old
+    if name == '' then
+      old = redis.call('SET', KEYS[k + 4], user, 'NX', 'GET')
+      name = old or user
+      redis.call('EXPIRE', KEYS[k + 4], week_ttl)
+    else
+      old = redis.call('SET', KEYS[k + 4], name, 'EX', week_ttl, 'GET')
+    end
+    -- The by-name entries: the user's is pending from its first view of the period, and replaced
+    -- when the name changes, wherever the old one is (index or pending set; the removals are no-ops
+    -- for a period where the user is new), so the user keeps exactly one entry per period.
+    local renamed = old and old ~= name
+    if renamed then
+      local former = old .. '\0' .. user
+      redis.call('ZREM', KEYS[k + 10], former)
+      redis.call('ZREM', KEYS[k + 11], former)
+      redis.call('SREM', KEYS[k + 14], former)
+      redis.call('SREM', KEYS[k + 15], former)
+      redis.call('SADD', KEYS[k + 13], old)
+      redis.call('EXPIRE', KEYS[k + 13], week_ttl)
+    end
+    if renamed or day_views == 1 then
+      pend(KEYS[k + 14], name .. '\0' .. user, day_ttl)
+    end
+    if renamed or week_views == 1 then
+      pend(KEYS[k + 15], name .. '\0' .. user, week_ttl)
+    end
 
-  incr_with_ttl(KEYS[k + 6], day_ttl)
-  count_capped(KEYS[k + 7], path, max_paths, slack)
+    incr_with_ttl(KEYS[k + 6], day_ttl)
+    count_capped(KEYS[k + 7], path, max_paths, slack, day_ttl)
+  end
 end
 return started

@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 
 from activity import admin as admin_module
 from activity import clock, flush, groups, privacy, reports, services
-from activity.calendar import day_name, day_of
+from activity.calendar import day_name, day_of, period_name
 from activity.errors import StoreUnavailable
 from activity.events import Event
 from activity.flush import batch_claimed
@@ -266,6 +266,23 @@ def test_late_events_are_skipped_while_tombstoned_and_recorded_after(redis_clien
     monkeypatch.setattr(clock, "now", lambda: expiry + 1)
     assert services.record_events([Event(user=GONE, ts=expiry + 1, path="/back")]).last_seen_updated == 1
     assert services.session_page(GONE) is not None
+
+
+def test_a_batch_skips_only_the_tombstoned_users_views(redis_client):
+    seed(GONE, name="gone")
+    privacy.erase(GONE)
+    now = clock.now()
+    users = [GONE, "kept-1", GONE, "kept-2", "kept-1", GONE]
+    paths = [f"/p{index}" for index in range(len(users))]
+    recorded = services.record_events(
+        [Event(user=user, ts=now, path=path) for user, path in zip(users, paths, strict=True)]
+    )
+    assert recorded.sessions_started == 2
+    assert_no_trace(GONE)
+    for user in ("kept-1", "kept-2"):
+        own = [path for who, path in zip(users, paths, strict=True) if who == user]
+        assert [path for path, _ in services.current_session(user)] == own[::-1]
+        assert redis_client.get(keys.user_views(period_name("day", day_of(now)), user)) == str(len(own))
 
 
 @override_settings(ACTIVITY_ERASE_TOMBSTONE_TTL=1)

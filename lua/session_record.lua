@@ -160,12 +160,14 @@ for view = 0, (#ARGV - 11) / 4 - 1 do
   if not (expiry and tonumber(expiry) > now) then
     if transitions then
       local last = redis.call('LINDEX', KEYS[k + 1], -1)
-      -- An empty session decodes as JSON null; only an entry of ours has a string path. An empty
-      -- page would name the stem itself, and nothing can ask for its next pages anyway.
-      local ok, decoded = pcall(cjson.decode, last or 'null')
-      local previous = ok and type(decoded) == 'table' and decoded.path
-      if type(previous) == 'string' and previous ~= path and previous ~= '' then
-        count_capped(KEYS[k + 12] .. previous, path, max_next, next_slack, day_ttl)
+      if last then
+        -- Only an entry of ours has a string path. An empty page would name the stem itself, and
+        -- nothing can ask for its next pages anyway.
+        local ok, decoded = pcall(cjson.decode, last)
+        local previous = ok and type(decoded) == 'table' and decoded.path
+        if type(previous) == 'string' and previous ~= path and previous ~= '' then
+          count_capped(KEYS[k + 12] .. previous, path, max_next, next_slack, day_ttl)
+        end
       end
     end
 

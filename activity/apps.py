@@ -1,7 +1,8 @@
+"""The app's configuration: what runs once Django is set up."""
+
 from importlib import import_module
 
 from django.apps import AppConfig
-from django.contrib.admin import apps as admin_apps
 
 
 class ActivityConfig(AppConfig):
@@ -12,21 +13,17 @@ class ActivityConfig(AppConfig):
         from django.contrib.auth import get_user_model
         from django.db.models.signals import post_delete
 
-        from activity import checks, conf, group_membership, privacy, traffic
-        from activity.tasks.schedule import TASK_MODULES
+        from activity import checks, conf
+        from activity.services import groups, privacy, traffic
 
-        group_membership.connect()
+        groups.connect_signals()
         checks.register()
         # A deleted user is erased everywhere once the deletion commits.
-        post_delete.connect(privacy.user_deleted, sender=get_user_model(), dispatch_uid="activity.privacy.user_deleted")
+        post_delete.connect(
+            privacy.erase_deleted_user,
+            sender=get_user_model(),
+            dispatch_uid="activity.erase_deleted_user",
+        )
         traffic.bot_patterns(conf.settings.BOT_PATTERNS)  # an invalid pattern stops start-up, named
-        # Registered with Celery wherever Django runs (a worker included), whatever the site's wiring.
-        for module in TASK_MODULES:
-            import_module(module)
-
-
-class ActivityAdminConfig(admin_apps.AdminConfig):
-    """Use in INSTALLED_APPS instead of ``django.contrib.admin``: the admin site gets the dashboard."""
-
-    default = False
-    default_site = "activity.admin_site.ActivityAdminSite"
+        # The tasks register with Celery wherever Django runs (a worker included), whatever the site's wiring.
+        import_module("activity.tasks")

@@ -20,7 +20,7 @@ from django.utils.module_loading import import_string
 from activity import conf
 
 TAG = "activity"
-ACTIVITY_MIDDLEWARE = "activity.middleware.ActivityMiddleware"
+ACTIVITY_MIDDLEWARE = "activity.web.middleware.ActivityMiddleware"
 AUTH_MIDDLEWARE = "django.contrib.auth.middleware.AuthenticationMiddleware"
 FLUSH_TASK = "activity.flush"
 
@@ -89,7 +89,7 @@ def beat_schedule(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
             "reaches the database and the flush backlog only grows.",
             hint=(
                 "In your Celery module add app.on_after_configure.connect(install_beat_schedule) "
-                "(from activity.tasks.schedule), and import that module in your project package's __init__.py "
+                "(from activity.schedule), and import that module in your project package's __init__.py "
                 "as Celery's Django guide does. If the flush runs from a schedule this process cannot see, "
                 "silence this check."
             ),
@@ -131,8 +131,8 @@ def visitor_cookie(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 def partitions(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """``ACTIVITY_LAST_SEEN_PARTITIONS`` matches the last-seen layout in Redis (deploy only: it reads
     Redis; Redis not answering is ``/healthz``'s to report, not this check's)."""
-    from activity import partitions as layout
     from activity.errors import StoreUnavailable
+    from activity.services import last_seen as layout
 
     if not hasattr(settings, "REDIS_URL"):
         return []  # activity.E003 says so; the development default is not the data to compare

@@ -1,6 +1,6 @@
 """The SQL that writes flushed last seen: one statement per batch, never moving a row back.
 
-Kept in one place, on the model's manager, so the flush (``activity.flush``) deals only with
+Kept in one place, on the model's manager, so the flush (``activity.services.flush``) deals only with
 batches, and the statement's shape (and why it is built by hand) is read in one file.
 """
 

@@ -1,4 +1,4 @@
-"""The service's Prometheus counters (prometheus-client); ``activity.exposition`` serves them.
+"""The service's Prometheus counters (prometheus-client); ``activity.services.health`` serves them.
 
 A leaf module (nothing of ours imported), so every layer, the store included, can count into it.
 Counters live in the process that counts (web workers, Celery workers); under ``make run`` every

@@ -48,6 +48,18 @@ class UserActivity(models.Model):
         return self.user_id
 
 
+class Dashboard(UserActivity):
+    """No data of its own: it gives the activity dashboard its place in the admin index
+    (``activity.admin.dashboard``). Its permissions are ``UserActivity``'s: ``view_dashboard`` and
+    ``run_jobs``."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "activity dashboard"
+        verbose_name_plural = "activity dashboard"
+        default_permissions = ()
+
+
 class DailyRollup(models.Model):
     """One UTC day's audience figures, written by the rollup job after the day ends (idempotent)."""
 

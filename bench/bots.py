@@ -2,7 +2,7 @@
 
 ``python -m bench.bots``: the middleware's own per-request CPU (``time.process_time``: this
 process only, Redis's work excluded; its one round trip to a private Redis included) for a
-returning anonymous visitor and a signed-in user, against ``activity.traffic.classify`` alone with
+returning anonymous visitor and a signed-in user, against ``activity.services.traffic.classify`` alone with
 the user agent already in its LRU (the steady state: a site sees the same few thousand agents
 again and again) and with a user agent never seen before (the library's large regular expression
 runs). Interleaved rounds, medians; written to bench/results/bots.json and .md.
@@ -39,7 +39,8 @@ def run(rounds: int, repeat: int) -> dict[str, dict[str, float]]:
     from django.http import HttpResponse
     from django.test import RequestFactory
 
-    from activity import middleware, traffic
+    from activity.services import traffic
+    from activity.web import middleware
 
     factory = RequestFactory()
     page = HttpResponse("<html></html>", content_type="text/html")
@@ -101,7 +102,7 @@ def main() -> None:
         f"{args.rounds} interleaved rounds of {args.repeat} calls each, medians; CPU of this process only "
         "(time.process_time), the middleware's Redis round trip to a private redis-server included, Redis's "
         "own work not. 'never seen' is a user agent missing from the per-process LRU "
-        f"(activity.traffic.AGENT_CACHE_SIZE); the cost of building its request is subtracted. The costliest "
+        f"(activity.services.traffic.AGENT_CACHE_SIZE); the cost of building its request is subtracted. The costliest "
         f"cached classification is {worst_cached / base:.1%} of the middleware's CPU per anonymous request. "
         "Command: `python -m bench.bots`."
     )

@@ -3,7 +3,7 @@ Redis CPU per event of the whole ingest path, and the same ingest on one server 
 cluster side by side.
 
 A private redis-server (one shard) takes ``--users`` users, each with one page view and one visit
-today through ``services.record_events`` in batches of 1,000 (the API's and the Celery task's path):
+today through ``ingest.record_events`` in batches of 1,000 (the API's and the Celery task's path):
 MEMORY USAGE (exact: SAMPLES 0) of every key of each family gives its bytes per user. Redis's own
 CPU (INFO used_cpu_user + used_cpu_sys) per event of each ingest shape gives the events a shard
 serves per second of CPU, so the model needs no client fast enough to saturate it. Then the same
@@ -93,7 +93,8 @@ def main() -> None:
 def run(users: int, rounds: int, cluster_url: str) -> None:
     from django.test import override_settings
 
-    from activity import clock, reports, services
+    from activity import clock
+    from activity.services import ingest, reports
     from activity.store.client import get_client
     from activity.store.visitors import VISITOR_SHARDS
 
@@ -102,7 +103,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
     # 1. Memory: every user seen once with a page view, one anonymous visitor per user.
     started = time.perf_counter()
     for first in range(0, users, BATCH):
-        services.record_events(events(first, BATCH, True, now), visitors(first, BATCH, now))
+        ingest.record_events(events(first, BATCH, True, now), visitors(first, BATCH, now))
     seed_seconds = time.perf_counter() - started
     # The by-name entries as the reports hold them: merged from the pending sets into the indexes.
     drain = replace(reports.Policy.current(), merge_slices=users)
@@ -129,9 +130,9 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
             before, stats_before = cpu_seconds(client), client.info("commandstats")
             for first in range(0, sample, BATCH):
                 if shape["visits"]:
-                    services.record_events([], visitors(first, BATCH, ts))
+                    ingest.record_events([], visitors(first, BATCH, ts))
                 else:
-                    services.record_events(events(first, BATCH, shape["path"], ts))
+                    ingest.record_events(events(first, BATCH, shape["path"], ts))
             samples.append((cpu_seconds(client) - before) * 1e6 / sample)
             stats = client.info("commandstats")
         cpu_us[name] = statistics.median(samples)
@@ -149,7 +150,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
     def ingest(tick: list[int]) -> None:
         tick[0] += 1
         for first in range(0, sizes, BATCH):
-            services.record_events(events(first, BATCH, True, now + 100 + tick[0]), visitors(first, 200, now))
+            ingest.record_events(events(first, BATCH, True, now + 100 + tick[0]), visitors(first, 200, now))
 
     tick = [0]
 

@@ -3,7 +3,7 @@
 For each backlog size (100,000 then 1,000,000 changed users) the same traffic is recorded in a
 private redis-server: every user seen ``REQUESTS_PER_USER`` times (so Redis takes 3 updates per
 user and holds one changed member each). A fresh process then flushes the whole backlog with
-``activity.flush.flush`` (batches of 2,000, one upsert each) and reports rows/s and its peak
+``activity.services.flush.flush`` (batches of 2,000, one upsert each) and reports rows/s and its peak
 memory (``ru_maxrss``) before and after, so a flat peak at 10x the backlog shows bounded memory.
 These users are new, so every row is inserted; a last phase sees the 1,000,000 users again, so
 every row exists and is updated (the steady state of a running site).
@@ -99,7 +99,7 @@ def flush_worker() -> None:
     setup_django(os.environ["BENCH_REDIS_URL"])
     from django.db import connection
 
-    from activity import flush
+    from activity.services import flush
 
     connection.ensure_connection()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -227,11 +227,12 @@ def prepare_database() -> dict[str, str]:
 
 def seed_online() -> None:
     """10,000 users seen now, so the online page and last seen read real data."""
-    from activity import clock, services
+    from activity import clock
     from activity.events import Event
+    from activity.services import ingest
 
     for start in range(0, ONLINE_USERS, 1000):
-        services.record_events([Event(f"s{n}", clock.now()) for n in range(start, start + 1000)])
+        ingest.record_events([Event(f"s{n}", clock.now()) for n in range(start, start + 1000)])
 
 
 def visitor_cookie(base: str) -> str:

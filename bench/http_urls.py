@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from activity import services
+from activity.services import last_seen
 from bench.http import READ_USER
 from project.urls import urlpatterns as product_urlpatterns
 
@@ -32,7 +32,7 @@ def page(request: HttpRequest) -> HttpResponse:
 
 def page_reading(request: HttpRequest) -> HttpResponse:
     """The floor's page after one Redis read (a ZSCORE): one round trip's cost alone."""
-    services.last_seen(READ_USER)
+    last_seen.get(READ_USER)
     return page(request)
 
 
@@ -53,7 +53,7 @@ class BareAPIViewReading(BareAPIView):
     permission, throttle or tracking code. No API view that reads Redis can answer faster."""
 
     def get(self, request: Request) -> Response:
-        services.last_seen(READ_USER)
+        last_seen.get(READ_USER)
         return super().get(request)
 
 

@@ -1,7 +1,7 @@
 """Last-seen write paths, side by side on one private Redis (``python -m bench.last_seen``).
 
 1. the last-seen path the service runs (the store's pipelined EVALSHA, one per 1,000 events),
-2. the whole ``services.record_events``: that EVALSHA plus the visitor, active-user and
+2. the whole ``ingest.record_events``: that EVALSHA plus the visitor, active-user and
    group-index updates every event also gets, in the same single round trip,
 3. raw batched ``ZADD ... GT`` from redis-py (the client-side limit: no change tracking),
 4. one round trip per event through the same script,
@@ -53,8 +53,8 @@ def _reset(client) -> None:
 
 
 def single_client(count: int, users: int, batch: int, rounds: int) -> dict[str, float]:
-    from activity import services
     from activity.events import Event
+    from activity.services import ingest
     from activity.store import keys
     from activity.store.client import get_client
 
@@ -69,7 +69,7 @@ def single_client(count: int, users: int, batch: int, rounds: int) -> dict[str, 
 
     def service() -> None:
         for chunk in as_events:
-            services.record_events(chunk)
+            ingest.record_events(chunk)
 
     def zadd_gt() -> None:
         for chunk in batches:
@@ -94,8 +94,8 @@ def single_client(count: int, users: int, batch: int, rounds: int) -> dict[str, 
 def _contended_writer(mode: str, seed: int, updates: int, hot: int, batch: int, go, out) -> None:
     import redis
 
-    from activity import services
     from activity.events import Event
+    from activity.services import ingest
     from activity.store import keys
     from activity.store.client import get_client
 
@@ -113,12 +113,12 @@ def _contended_writer(mode: str, seed: int, updates: int, hot: int, batch: int, 
         if mode == "script":
             _last_seen_write(client, {user: ts})
         elif mode == "service":
-            services.record_events([Event(user, ts)])
+            ingest.record_events([Event(user, ts)])
         elif mode == "batched":
             pending.append(Event(user, ts))
             if len(pending) < batch:
                 continue
-            services.record_events(pending)
+            ingest.record_events(pending)
             pending = []
         else:
             with client.pipeline() as pipe:
@@ -138,7 +138,7 @@ def _contended_writer(mode: str, seed: int, updates: int, hot: int, batch: int, 
                         retries += 1
         latencies.append(time.perf_counter() - started)
     if pending:
-        services.record_events(pending)
+        ingest.record_events(pending)
     out.put((latencies, retries))
 
 

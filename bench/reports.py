@@ -42,15 +42,16 @@ def main() -> None:
 def run(args: argparse.Namespace) -> None:
     from django.test import override_settings
 
-    from activity import clock, reports, services
+    from activity import clock
     from activity.events import Event
+    from activity.services import ingest, reports
     from activity.store.client import get_client
 
     client = get_client()
     now = clock.now()
     for start in range(0, args.users, 500):
         users = range(start, min(start + 500, args.users))
-        services.record_events([Event(f"u{i}", now, f"/p{n}") for i in users for n in range(i % 5 + 1)])
+        ingest.record_events([Event(f"u{i}", now, f"/p{n}") for i in users for n in range(i % 5 + 1)])
     report = reports.REGISTRY["most-active"]
 
     def naive_read():

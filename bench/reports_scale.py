@@ -187,11 +187,11 @@ def _username(rng: random.Random) -> str:
 
 
 def seed(viewers: int, now: float) -> int:
-    """N viewers through ``services.record_events`` (the middleware's path: usernames known), so the
+    """N viewers through ``ingest.record_events`` (the middleware's path: usernames known), so the
     top viewers, by-name indexes, uv counters, names and the day's, week's and month's active-user
     bitmaps all exist as traffic writes them. Returns the page views recorded."""
-    from activity import services
     from activity.events import Event
+    from activity.services import ingest
 
     rng = random.Random(16)
     events: list[Event] = []
@@ -202,7 +202,7 @@ def seed(viewers: int, now: float) -> int:
         names[user] = _username(rng)
         events += [Event(user, now, f"/page/{rng.randrange(2000)}") for _ in range(_views(rng))]
         if len(events) >= SEED_BATCH or user_id == viewers:
-            recorded += services.record_events(events, names=names).accepted
+            recorded += ingest.record_events(events, names=names).accepted
             events, names = [], {}
     return recorded
 
@@ -294,7 +294,7 @@ def incremental_worker(viewers: int, turn: Any, mine: int, go: Any, stop: Any, o
     """The service as it is now, one operation per turn check: rebuild ``most-active`` for the day
     and the week, read the first, a random and the last page of ``active-by-name``, and
     ``audience.stats()``."""
-    from activity import audience, reports
+    from activity.services import audience, reports
 
     rng = random.Random(os.getpid())
     last = max(1, math.ceil(viewers / PAGE_SIZE))
@@ -642,7 +642,8 @@ def merge_pending(raw: redis.Redis, now: float) -> dict[str, Any]:
     does (``reports.merge_pending``, one slice of ``ACTIVITY_REPORT_MERGE_SLICE`` per call), each
     call timed by the INFO commandstats that follows it: Redis us per merged entry, the median,
     p99 and slowest call, and MEMORY USAGE per pending entry of the week's set before it drains."""
-    from activity import calendar, reports
+    from activity import calendar
+    from activity.services import reports
     from activity.store import keys
 
     policy = replace(reports.Policy.current(), merge_slices=1)  # one call per merge_pending
@@ -793,7 +794,7 @@ def report(
     )
     notes = (
         f"{sizes['viewers']:,} weekly viewers (integer ids 1..N, usernames known, {sizes['page_views']:,} page views), "
-        f"seeded through `services.record_events` in {sizes['seed_s']:.0f} s; their session lists, past their window, "
+        f"seeded through `ingest.record_events` in {sizes['seed_s']:.0f} s; their session lists, past their window, "
         f"dropped before the loads ({sizes['expired_dropped']:,} keys, one SCAN). {sizes['seconds_per_phase']:.0f} s "
         f"per load, {sizes['workers']} load processes at nice {LOAD_NICE} and a probe process PINGing every ms on its "
         f"own connection (redis-server and probe at nice {sizes['redis_and_probe_nice']}); SLOWLOG keeps commands "

@@ -1,6 +1,6 @@
 """The page-view path with transitions counted against without, side by side in one run.
 
-``python -m bench.transitions``: the whole ``services.record_events`` of page views (the one round
+``python -m bench.transitions``: the whole ``ingest.record_events`` of page views (the one round
 trip a tracked page costs: last seen, the page-view script, visitors, actives), with
 ``ACTIVITY_TRANSITIONS`` on and off, in interleaved rounds on one private Redis. Returning users
 browse a site of a few hundred pages with live sessions, so nearly every view is a transition and
@@ -36,8 +36,9 @@ def run(users: int, pages: int, views_per_round: int, batch: int, rounds: int) -
     kind of traffic, in alternating order, so load from other tenants hits both alike."""
     from django.test import override_settings
 
-    from activity import clock, services
+    from activity import clock
     from activity.events import Event
+    from activity.services import ingest
     from activity.store.client import get_client
 
     client = get_client()
@@ -53,12 +54,12 @@ def run(users: int, pages: int, views_per_round: int, batch: int, rounds: int) -
         """(seconds, Redis EVALSHA microseconds) to record ``calls``."""
         with override_settings(ACTIVITY_TRANSITIONS=enabled):
             before = _evalsha_usec(client)
-            seconds = harness.timed(lambda: [services.record_events(chunk) for chunk in calls])
+            seconds = harness.timed(lambda: [ingest.record_events(chunk) for chunk in calls])
             return seconds, _evalsha_usec(client) - before
 
     # Warm: every user has a live session and the next-page sets are full before timing starts.
     for _ in range(2 * users // 1000 + 1):
-        services.record_events(views(1000))
+        ingest.record_events(views(1000))
     found: dict[str, dict[str, float]] = {}
     for shape, size in (("single", 1), ("batched", batch)):
         samples: dict[str, list[float]] = {name: [] for name in ("on_s", "off_s", "on_us", "off_us")}

@@ -1,10 +1,10 @@
-"""The Celery app. Redis is the broker; the beat schedule is the activity app's (activity.tasks.schedule)."""
+"""The Celery app. Redis is the broker; the beat schedule is the activity app's (activity.schedule)."""
 
 import os
 
 from celery import Celery
 
-from activity.tasks.schedule import install_beat_schedule
+from activity.schedule import install_beat_schedule
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 

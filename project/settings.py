@@ -32,7 +32,7 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS")
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD")
 
 INSTALLED_APPS = [
-    "activity.apps.ActivityAdminConfig",
+    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -55,7 +55,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "activity.middleware.ActivityMiddleware",
+    "activity.web.middleware.ActivityMiddleware",
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -186,19 +186,19 @@ for _name in (
 # --- REST framework ---------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "activity.api.authentication.CachedTokenAuthentication",
+        "activity.web.api.authentication.CachedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["activity.api.parsers.EventJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["activity.api.renderers.FastJSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["activity.web.api.parsers.EventJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["activity.web.api.renderers.FastJSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "activity.api.errors.exception_handler",
-    # The service's own throttles: one counter per client and window in Redis (activity.rate_limits),
+    "EXCEPTION_HANDLER": "activity.web.api.errors.exception_handler",
+    # The service's own throttles: one counter per client and window in Redis (activity.services.rate_limits),
     # X-Forwarded-For believed only from ACTIVITY_TRUSTED_PROXIES.
     "DEFAULT_THROTTLE_CLASSES": [
-        "activity.api.throttles.UserRateThrottle",
-        "activity.api.throttles.AnonRateThrottle",
+        "activity.web.api.throttles.UserRateThrottle",
+        "activity.web.api.throttles.AnonRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "user": os.environ.get("ACTIVITY_THROTTLE_READ", "6000/min"),

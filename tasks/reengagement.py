@@ -2,7 +2,7 @@
 
 Every day, mail the users who crossed ``days`` of inactivity in the last day. Add it to the site's
 beat schedule, e.g. ``CELERY_BEAT_SCHEDULE = {"mail-dormant": every("activity.example.mail_dormant", 86400)}``
-(``every`` from ``activity.tasks.schedule``).
+(``every`` from ``activity.schedule``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from celery import shared_task
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mass_mail
 
-from activity import history, locks
+from activity.services import history, locks
 
 SUBJECT = "We miss you"
 BODY = "Hello {name}, it has been {days} days since your last visit. Here is what is new: ..."

@@ -34,6 +34,6 @@ def _pause(sender: Any, batch: int, **kwargs: Any) -> None:
 def _install_pause(**kwargs: Any) -> None:
     # In the pool process, once Django is set up (the flush runs there).
     if PAUSE_AFTER_CLAIM:
-        from activity.flush import batch_claimed
+        from activity.services.flush import batch_claimed
 
         batch_claimed.connect(_pause, weak=False, dispatch_uid="tests.pause_after_claim")

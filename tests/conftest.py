@@ -7,10 +7,11 @@ from django.contrib.auth import get_user_model
 from django.test.client import RequestFactory
 from rest_framework.test import APIClient
 
-from activity import clock, conf, rate_limits, services
-from activity.api.authentication import tokens
-from activity.middleware import fail_open
+from activity import clock, conf
+from activity.services import ingest, rate_limits
+from activity.services.tracking import fail_open
 from activity.store.client import get_client
+from activity.web.api.authentication import tokens
 
 
 def delete_own_keys(client) -> None:
@@ -30,8 +31,8 @@ def redis_client():
 
 def _forget_process_state() -> None:
     fail_open.reset()
-    services._days_written.clear()
-    services._callers_seen.clear()
+    ingest._days_written.clear()
+    ingest._callers_seen.clear()
     rate_limits.blocked.clear()
     tokens.clear()
 

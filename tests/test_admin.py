@@ -18,9 +18,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from activity import clock, conf, flush, reports, services
+from activity import clock, conf
 from activity.events import Event
 from activity.models import DailyRollup, UserActivity
+from activity.services import flush, ingest, last_seen, reports, sessions
 from tests.celery_procs import wait_for, worker
 from tests.redis_probe import probe
 
@@ -59,8 +60,8 @@ def record_traffic(users: int, ts: float) -> Counter:
     anonymous visitors; returns the views per path."""
     events = [Event(user=str(1000 + n), ts=ts - n % 200, path=f"/page/{n * n % 7}") for n in range(1, users + 1)]
     for start in range(0, len(events), 1000):
-        services.record_events(events[start : start + 1000])
-    services.record_events([], visitors=[(f"{n:032x}", ts) for n in range(1, 4)])
+        ingest.record_events(events[start : start + 1000])
+    ingest.record_events([], visitors=[(f"{n:032x}", ts) for n in range(1, 4)])
     return Counter(event.path for event in events)
 
 
@@ -188,9 +189,9 @@ def test_dashboard_cost_does_not_grow_with_users(at, admin_client, redis_client)
 def test_panel_poll_is_activity_but_not_a_page_view(admin_client, admin_user):
     admin_client.get(DASHBOARD)
     admin_client.get(PANEL)
-    views = [path for path, _ in services.current_session(str(admin_user.pk))]
+    views = [path for path, _ in sessions.current(str(admin_user.pk))]
     assert views == [DASHBOARD]
-    assert services.last_seen(str(admin_user.pk)) is not None
+    assert last_seen.get(str(admin_user.pk)) is not None
 
 
 # --- the user activity changelist ---------------------------------------------------------------
@@ -271,9 +272,9 @@ def test_search_finds_the_django_username(at, admin_client):
 @pytest.mark.django_db
 def test_user_page_shows_live_session_and_last_seen_from_redis(admin_client):
     now = clock.now()
-    services.record_events([Event("u-7", now - 20, "/shop/"), Event("u-7", now - 5, "/cart/")])
+    ingest.record_events([Event("u-7", now - 20, "/shop/"), Event("u-7", now - 5, "/cart/")])
     flush.flush()
-    services.record_events([Event(user="u-7", ts=now, path="/checkout/")])  # not flushed yet: live only
+    ingest.record_events([Event(user="u-7", ts=now, path="/checkout/")])  # not flushed yet: live only
     row = UserActivity.objects.get(user_id="u-7")
     html = admin_client.get(reverse("admin:activity_useractivity_change", args=[row.pk])).content.decode()
     assert re.findall(r"<td>[0-9:]+</td><td>(/[a-z]+/)</td>", html) == ["/checkout/", "/cart/", "/shop/"]
@@ -301,7 +302,7 @@ def messages_of(response) -> list[str]:
 @pytest.mark.django_db(transaction=True)
 def test_flush_now_and_recompute_now_run_on_a_real_worker(admin_client, redis_client, tmp_path):
     users = [str(n) for n in range(1001, 1051)]
-    services.record_events([Event(user=user, ts=clock.now() - 1) for user in users])
+    ingest.record_events([Event(user=user, ts=clock.now() - 1) for user in users])
     with worker("admin", tmp_path):
         response = admin_client.post(FLUSH, follow=True)
         assert response.redirect_chain[-1][0] == DASHBOARD

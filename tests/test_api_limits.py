@@ -12,8 +12,8 @@ from django.test import Client, override_settings
 from django.urls import path
 
 from activity import clock
-from activity.api.serializers import MAX_PAGE, MAX_ROWS
 from activity.store import keys
+from activity.web.api.serializers import MAX_PAGE, MAX_ROWS
 from project import urls as project_urls
 from tests.test_api import activity_keys
 

@@ -15,14 +15,15 @@ from django.conf import settings
 from django.core import checks
 from django.test import override_settings
 
-from activity import clock, partitions, services
+from activity import clock
 from activity.events import Event
-from activity.middleware import ActivityMiddleware
-from activity.tasks.schedule import beat_schedule
+from activity.schedule import beat_schedule
+from activity.services import ingest, last_seen
+from activity.web.middleware import ActivityMiddleware
 
 ROOT = Path(__file__).resolve().parent.parent
 AUTH = "django.contrib.auth.middleware.AuthenticationMiddleware"
-OURS = "activity.middleware.ActivityMiddleware"
+OURS = "activity.web.middleware.ActivityMiddleware"
 SESSIONS = "django.contrib.sessions.middleware.SessionMiddleware"
 
 
@@ -67,11 +68,11 @@ def test_redis_url_unset_fails_the_deploy_check_only():
 
 def test_partition_setting_and_redis_layout_must_agree(redis_client):
     assert "activity.E005" not in found(deploy=True)  # nothing stored: nothing to disagree with
-    services.record_events([Event("u1", clock.now())])  # unpartitioned last seen (the setting is 1)
+    ingest.record_events([Event("u1", clock.now())])  # unpartitioned last seen (the setting is 1)
     assert "activity.E005" not in found(deploy=True)
     with override_settings(ACTIVITY_LAST_SEEN_PARTITIONS=4):
         assert "unpartitioned last seen remains" in found(deploy=True)["activity.E005"].msg
-        partitions.migrate()
+        last_seen.migrate()
         assert "activity.E005" not in found(deploy=True)
         assert "activity.E005" not in found(deploy=False)  # reads Redis: a deploy check only
     assert "is partitioned in Redis" in found(deploy=True)["activity.E005"].msg

@@ -15,10 +15,10 @@ from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
-from activity import services
 from activity.errors import StoreTimeout, StoreUnavailable
 from activity.events import Event
-from activity.middleware import fail_open
+from activity.services import ingest
+from activity.services.tracking import fail_open
 from activity.store import keys
 from activity.store import last_seen as last_seen_store
 from activity.store.client import get_client, is_cluster
@@ -102,7 +102,7 @@ def test_a_primary_killed_pages_served_api_503_nothing_half_written_then_back(cl
         assert answer.status_code == 503 and answer["Retry-After"]
         assert staff_api.get("/api/v1/users/alice/last-seen/").status_code == 503
         with pytest.raises(StoreUnavailable):
-            services.record_events([Event(user="carol", ts=1.0, path="/x")])
+            ingest.record_events([Event(user="carol", ts=1.0, path="/x")])
         fail_open.reset()
         assert browser.get("/api/v1/schema/").status_code == 200  # pages are served (fail open)
         assert fail_open.failures == 1

@@ -28,11 +28,12 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 from django.utils import timezone
 
-from activity import calendar, clock, flush, locks, services
+from activity import calendar, clock
 from activity.events import Event
 from activity.models import DailyRollup, UserActivity
+from activity.services import flush, ingest, last_seen, locks
 from activity.store import keys
-from activity.store.flush_queue import FlushQueue
+from activity.store.flush import FlushQueue
 from project.redis_server import free_port
 from tests.celery_procs import worker_database_url
 from tests.redis_counts import CommandDelta
@@ -72,7 +73,7 @@ def test_backfill_seeds_last_seen_and_never_moves_a_newer_one_back(redis_client)
     back_since, older, absent, future, never = users[0], users[1], users[2], users[3], users[4]
     get_user_model().objects.filter(pk=never.pk).update(last_login=None)
     get_user_model().objects.filter(pk=future.pk).update(last_login=timezone.now() + dt.timedelta(days=1))
-    services.seed_last_seen({str(back_since.pk): now - 10, str(older.pk): login_ts(older) - 86400})
+    last_seen.seed({str(back_since.pk): now - 10, str(older.pk): login_ts(older) - 86400})
 
     out = run("activity_backfill", "--batch-size", "2")
 
@@ -80,7 +81,7 @@ def test_backfill_seeds_last_seen_and_never_moves_a_newer_one_back(redis_client)
         "activity_backfill: 5 users with a last login read in 3 batches: "
         "3 last seen moved forward, 1 already as new or newer (kept), 1 skipped."
     ]
-    seen = services.last_seen_many(str(user.pk) for user in users)
+    seen = last_seen.get_many(str(user.pk) for user in users)
     assert seen[str(back_since.pk)] == now - 10  # came back since: kept
     assert seen[str(older.pk)] == login_ts(older)
     assert seen[str(absent.pk)] == login_ts(absent)
@@ -122,7 +123,7 @@ import sys, time
 import django
 django.setup()
 from django.core.management import execute_from_command_line
-from activity import backfill
+from activity.services import backfill
 
 written = []
 backfill.batch_seeded.connect(lambda sender, batch, **kwargs: written.append(batch), weak=False)
@@ -151,8 +152,8 @@ def test_an_interrupted_backfill_loses_nothing_and_a_rerun_finishes(redis_client
     # Every third user came back since their last login (newer in Redis); others are older there.
     newer = {ids[n]: now - n for n in range(0, 35, 3)}
     older = {ids[n]: login_ts(users[n]) - 600 for n in range(1, 35, 3)}
-    services.seed_last_seen({**newer, **older})
-    before = services.last_seen_many(ids)
+    last_seen.seed({**newer, **older})
+    before = last_seen.get_many(ids)
 
     proc = subprocess.Popen(
         [sys.executable, "-c", INTERRUPTIBLE, "--batch-size", "10"],
@@ -174,15 +175,15 @@ def test_an_interrupted_backfill_loses_nothing_and_a_rerun_finishes(redis_client
     assert "interrupted: 10 of 35 users seeded" in err and "Traceback" not in err
     assert out == ""  # not a terminal: no bar, and no summary for a run that did not finish
 
-    after = services.last_seen_many(ids)
+    after = last_seen.get_many(ids)
     expected = {user_id: max(before[user_id] or 0, login_ts(user)) for user_id, user in zip(ids, users, strict=True)}
     assert {u: after[u] for u in ids[:10]} == {u: expected[u] for u in ids[:10]}  # the first batch, whole
     assert {u: after[u] for u in ids[10:]} == {u: before[u] for u in ids[10:]}  # the rest untouched
 
     out = run("activity_backfill", "--batch-size", "10")
     assert "35 users with a last login read in 4 batches" in out
-    assert services.last_seen_many(ids) == expected
-    assert all(services.last_seen_many(newer)[u] == ts for u, ts in newer.items())  # never moved back
+    assert last_seen.get_many(ids) == expected
+    assert all(last_seen.get_many(newer)[u] == ts for u, ts in newer.items())  # never moved back
 
 
 # --- activity_flush -----------------------------------------------------------------------------
@@ -193,7 +194,7 @@ def test_an_interrupted_backfill_loses_nothing_and_a_rerun_finishes(redis_client
 def test_an_interrupted_flush_hands_its_claims_back_and_a_rerun_writes_everything(redis_client):
     now = clock.now()
     latest = {f"u{n}": now - n for n in range(25)}
-    services.seed_last_seen(latest)
+    last_seen.seed(latest)
 
     def interrupt(sender, batch, **kwargs):
         if batch == 2:
@@ -219,7 +220,7 @@ def test_an_interrupted_flush_hands_its_claims_back_and_a_rerun_writes_everythin
 
 @pytest.mark.django_db
 def test_flush_waits_for_a_scheduled_run_holding_the_lock(redis_client):
-    services.seed_last_seen({"a": clock.now()})
+    last_seen.seed({"a": clock.now()})
     taken, release = threading.Event(), threading.Event()
 
     def scheduled_run():
@@ -275,7 +276,7 @@ def test_rollup_recomputes_a_range_of_days_and_is_idempotent(redis_client):
     days = [today - dt.timedelta(days=n) for n in (3, 2, 1)]
     for n, day in enumerate(days):
         noon = dt.datetime.combine(day, dt.time(12), dt.UTC).timestamp()
-        services.record_events([Event(user=f"u{i}", ts=noon, path="/p") for i in range(n + 1)])
+        ingest.record_events([Event(user=f"u{i}", ts=noon, path="/p") for i in range(n + 1)])
 
     for _ in range(2):
         out = run("activity_rollup", "--from", days[0].isoformat(), "--to", days[-1].isoformat())
@@ -295,7 +296,7 @@ def test_rollup_recomputes_a_range_of_days_and_is_idempotent(redis_client):
 )
 def test_rollup_refuses_a_bad_range_before_writing_anything(redis_client, first, last, reason):
     today = calendar.day_of(clock.now())
-    services.record_events([Event(user="u", ts=clock.now() - 86400, path="/p")])
+    ingest.record_events([Event(user="u", ts=clock.now() - 86400, path="/p")])
     with pytest.raises(CommandError, match=reason):
         run(
             "activity_rollup",

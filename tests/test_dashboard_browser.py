@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from activity import clock, flush, services
+from activity import clock
 from activity.events import Event
+from activity.services import flush, ingest
 from tests.test_admin import STATS_FIGURES, api_figure
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -56,7 +57,7 @@ def browser() -> Iterator[object]:
 
 
 def record(users: range, path_of) -> None:
-    services.record_events([Event(user=str(n), ts=clock.now(), path=path_of(n)) for n in users])
+    ingest.record_events([Event(user=str(n), ts=clock.now(), path=path_of(n)) for n in users])
 
 
 def shown_figures(page) -> dict[str, str]:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from activity.errors import InvalidBatch
 from activity.events import MAX_PATH_LENGTH, MIN_TS, USER_ID_RE, Event, clean_events
 from activity.store import keys
-from activity.tasks.ingest import record_events
+from activity.tasks import record_events
 
 NOW = 1_790_000_000.0
 REPEATABLE = hypothesis_settings(

@@ -10,14 +10,14 @@ from django.core import mail
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from activity import clock, flush, locks, managers, prune, sweep
+from activity import clock, managers, tasks
 from activity.models import UserActivity
+from activity.schedule import beat_schedule
+from activity.services import flush, last_seen, locks, sweep
 from activity.store import keys
 from activity.store import last_seen as last_seen_store
 from activity.store.client import is_cluster
-from activity.store.flush_queue import FlushQueue
-from activity.tasks import maintenance
-from activity.tasks.schedule import beat_schedule
+from activity.store.flush import FlushQueue
 from tasks import reengagement
 from tests.redis_counts import command_calls
 
@@ -183,7 +183,7 @@ def test_prune_never_removes_an_unflushed_member(redis_client, now):
     last_seen_store.update(redis_client, {"dirty1": T0, "dirty2": T0, "claimed": T0 - 5, "young": now.t}, now.t)
     FlushQueue(redis_client).claim(now.t, 1)  # equal change times: claims "claimed", first by name
     assert redis_client.zscore(keys.last_seen_claimed(), "claimed") is not None
-    removed, kept = prune.prune(retention=100, step=4)
+    removed, kept = last_seen.prune(retention=100, step=4)
     assert (removed, kept) == (30, 3)
     assert sorted(redis_client.zrange(keys.last_seen(), 0, -1)) == ["claimed", "dirty1", "dirty2", "young"]
     assert len(db_last_seen()) == 30  # the database keeps what Redis forgot
@@ -222,7 +222,7 @@ def test_beat_entries_expire_after_their_interval_and_jobs_end_before_their_lock
         # Interval entries expire after one interval; crontab entries (the daily rollup) carry their own.
         expected = entry["schedule"] if isinstance(entry["schedule"], float) else entry["options"]["expires"]
         assert 0 < entry["options"]["expires"] == expected
-    for task in (maintenance.flush, maintenance.prune, maintenance.sweep):
+    for task in (tasks.flush, tasks.prune, tasks.sweep):
         assert task.soft_time_limit < task.time_limit < locks.job_ttl()
 
 

@@ -17,11 +17,11 @@ import pytest
 import redis
 from django.conf import settings
 
-from activity import services
+from activity import tasks
 from activity.events import Event
 from activity.models import UserActivity
+from activity.services import ingest
 from activity.store import keys
-from activity.tasks import maintenance
 from project.celery import app
 from tests.celery_procs import BATCH, LOCK_TTL, Proc, beat, wait_for, worker
 
@@ -33,7 +33,7 @@ def record(users: int, updates: int, rng: random.Random, base: float, everyone: 
     ids = [str(i) for i in range(users)] if everyone else []
     ids += [str(rng.randrange(users)) for _ in range(updates - len(ids))]
     for start in range(0, updates, 1000):
-        services.record_events([Event(user=user, ts=base + rng.uniform(0, 3600)) for user in ids[start : start + 1000]])
+        ingest.record_events([Event(user=user, ts=base + rng.uniform(0, 3600)) for user in ids[start : start + 1000]])
 
 
 def db_snapshot() -> dict[str, float]:
@@ -50,7 +50,7 @@ def drain(redis_client, timeout: float = 40.0) -> None:
     deadline = time.monotonic() + timeout
     while redis_client.zcard(keys.last_seen_dirty()) + redis_client.zcard(keys.last_seen_claimed()):
         assert time.monotonic() < deadline, "the backlog did not drain"
-        maintenance.flush.delay().get(timeout=30)
+        tasks.flush.delay().get(timeout=30)
         time.sleep(0.3)
 
 
@@ -89,7 +89,7 @@ def test_sigkill_at_three_points_loses_nothing(redis_client, tmp_path):
     with ExitStack() as stack:
         # 1: killed right after its first claim, before any database write.
         first = stack.enter_context(worker("first", tmp_path, ACTIVITY_TEST_PAUSE_AFTER_CLAIM="1"))
-        maintenance.flush.delay()
+        tasks.flush.delay()
         kill_paused(redis_client, first, 1, rng, base, users)
         assert UserActivity.objects.count() == 0
         snapshots.append(db_snapshot())
@@ -97,7 +97,7 @@ def test_sigkill_at_three_points_loses_nothing(redis_client, tmp_path):
         # 2: killed after two committed batches, holding its third claim (and the first run's claim).
         second = stack.enter_context(worker("second", tmp_path, ACTIVITY_TEST_PAUSE_AFTER_CLAIM="3"))
         wait_lock_free(redis_client)
-        maintenance.flush.delay()
+        tasks.flush.delay()
         kill_paused(redis_client, second, 3, rng, base, users)
         assert UserActivity.objects.count() == 2 * BATCH
         snapshots.append(db_snapshot())
@@ -105,7 +105,7 @@ def test_sigkill_at_three_points_loses_nothing(redis_client, tmp_path):
         # 3: no pause; killed wherever it is once it has made progress (mid-write, before its ack...).
         third = stack.enter_context(worker("third", tmp_path))
         wait_lock_free(redis_client)
-        maintenance.flush.delay()
+        tasks.flush.delay()
         wait_for(lambda: UserActivity.objects.count() > 2 * BATCH, 30, "the third run to write")
         third.kill()
         snapshots.append(db_snapshot())
@@ -186,7 +186,7 @@ def test_a_worker_on_rabbitmq_flushes_the_same(redis_client, tmp_path):
     with worker("rabbit", tmp_path, CELERY_BROKER_URL=AMQP_URL) as proc, app.connection_for_write(AMQP_URL) as amqp:
         wait_for(lambda: " ready." in proc.log.read_text(), 60, "the worker to consume from RabbitMQ")
         try:
-            maintenance.flush.apply_async(connection=amqp, ignore_result=True)
+            tasks.flush.apply_async(connection=amqp, ignore_result=True)
             wait_for(lambda: UserActivity.objects.count() == users, 60, "the flush through RabbitMQ")
         finally:
             amqp.default_channel.queue_delete(queue)  # the run's queue: nothing left on the broker

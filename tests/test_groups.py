@@ -15,8 +15,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from redis.exceptions import ResponseError
 
-from activity import groups, services, sweep
 from activity.events import Event
+from activity.services import groups, ingest, sweep
 from activity.store import groups as store
 from activity.store import keys
 from tests.redis_counts import CommandDelta
@@ -44,7 +44,7 @@ def make_group(name: str, size: int, prefix: str | None = None) -> tuple[Group, 
 
 
 def record(user: str, ts: float) -> None:
-    services.record_events([Event(user=user, ts=ts)])
+    ingest.record_events([Event(user=user, ts=ts)])
 
 
 def view(redis_client, group: Group) -> list[tuple[str, float]]:
@@ -176,7 +176,7 @@ def _burst(members: list[str], seconds: float, seed: int) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         batch = rnd.sample(members, 5)
-        services.record_events([Event(user=u, ts=NOW + rnd.random() * 1000) for u in batch])
+        ingest.record_events([Event(user=u, ts=NOW + rnd.random() * 1000) for u in batch])
 
 
 def _processes(target, args_list) -> list[multiprocessing.Process]:

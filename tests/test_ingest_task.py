@@ -8,7 +8,7 @@ import pytest
 
 from activity.errors import InvalidBatch
 from activity.store import keys
-from activity.tasks.ingest import record_events
+from activity.tasks import record_events
 
 
 def test_good_batch_is_recorded_and_replay_is_harmless(redis_client):

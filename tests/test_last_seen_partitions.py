@@ -11,12 +11,13 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from activity import clock, flush, partitions, prune
+from activity import clock
 from activity.models import UserActivity
+from activity.services import flush, last_seen
 from activity.store import keys
 from activity.store import last_seen as store
 from activity.store.client import is_cluster
-from activity.store.flush_queue import FlushQueue
+from activity.store.flush import FlushQueue
 
 T0 = 1_790_000_000.0
 USERS = [f"u{i:03d}" for i in range(300)]
@@ -85,7 +86,7 @@ def test_flush_and_prune_drain_every_partition(redis_client, settings, monkeypat
     flush.flush(batch_size=40)
     assert {row.user_id: row.last_seen.timestamp() for row in UserActivity.objects.all()} == scores
     assert FlushQueue(redis_client).backlog().dirty == 0
-    assert prune.prune(retention=86400) == (len(USERS), 0)  # all flushed, all old
+    assert last_seen.prune(retention=86400) == (len(USERS), 0)  # all flushed, all old
     assert sum(redis_client.zcard(keys.last_seen_partition(i)) for i in range(4)) == 0
 
 
@@ -121,7 +122,7 @@ def test_migration_loses_no_update_made_while_it_runs(redis_client, settings):
         thread.start()
     try:
         for _ in range(3):  # while the writers run; the old-layout one keeps adding work
-            partitions.migrate(step=17)
+            last_seen.migrate(step=17)
     finally:
         done.set()
         for thread in threads:

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from activity import services
 from activity.events import Event
+from activity.services import ingest
 from activity.store import keys
 from activity.store import last_seen as store
 
@@ -28,7 +28,7 @@ def _events_for(seed: int) -> list[tuple[str, float]]:
 def _writer(seed: int) -> None:
     events = _events_for(seed)
     for start in range(0, len(events), 250):
-        services.record_events([Event(user=u, ts=ts) for u, ts in events[start : start + 250]])
+        ingest.record_events([Event(user=u, ts=ts) for u, ts in events[start : start + 250]])
 
 
 def test_concurrent_shuffled_writers_leave_exact_maxima(redis_client):
@@ -61,7 +61,7 @@ def test_older_event_is_ignored_and_counted_as_unchanged(redis_client):
 
 
 def test_duplicates_in_one_batch_keep_the_largest(redis_client):
-    result = services.record_events([Event("x", 30.0), Event("x", 50.0), Event("x", 40.0)])
+    result = ingest.record_events([Event("x", 30.0), Event("x", 50.0), Event("x", 40.0)])
     assert (result.accepted, result.last_seen_updated) == (3, 1)
     assert store.get(redis_client, "x") == 50.0
 

@@ -1,5 +1,16 @@
-"""The house rules, read from the imports: entry points never reach into the store or redis-py,
-the store never reaches up into the services, and no import runs in a circle."""
+"""The house rules, read from the imports. ``activity/`` is built in floors, one folder each:
+
+- the ground floor, the modules directly in ``activity/`` (settings, errors, events, calendar, models,
+  ...), imports no floor above it;
+- ``activity/store/`` is the only code that imports redis-py (or names keys, or runs Lua), and
+  imports nothing above the ground floor;
+- ``activity/services/`` calls the store and the ground floor, never an entry point;
+- the entry points (``activity/web/``, ``activity/admin/``, the tasks, the management commands, the
+  URLs, the checks, the app config, and the site's own ``tasks`` package) call the services and
+  never the store or redis-py.
+
+And no import runs in a circle.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +19,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("activity", "tasks")
+STORE = ("activity.store",)
+SERVICES = ("activity.services",)
 ENTRY_POINTS = (
-    "activity.api",
-    "activity.middleware",
+    "activity.web",
     "activity.admin",
-    "activity.admin_site",
-    "activity.dashboard",
-    "activity.health",
-    "activity.checks",
     "activity.tasks",
     "activity.management",
+    "activity.urls",
+    "activity.checks",
+    "activity.apps",
     "tasks",
 )
-# What the store may import from the rest of the app: settings, the calendar, the service's
-# exceptions, the clock the calendar reads, and the counters it counts round trips into.
+# What the store may import from the ground floor: settings, the calendar, the service's
+# exceptions, the clock the calendar reads, and the counters it counts failures into.
 STORE_MAY_IMPORT = (
-    "activity.store",
+    *STORE,
     "activity.conf",
     "activity.calendar",
     "activity.errors",
@@ -66,31 +77,51 @@ def within(module: str, prefixes: tuple[str, ...]) -> bool:
     return any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes)
 
 
-def test_entry_points_import_neither_the_store_nor_redis():
-    offenders = {
-        module: sorted(imp for imp in imports if within(imp, ("activity.store", "redis")))
+def offenders(floor: tuple[str, ...], forbidden: tuple[str, ...], allowed: tuple[str, ...] = ()) -> dict:
+    """The modules of ``floor`` importing something under ``forbidden`` (``allowed`` excepted)."""
+    found = {
+        module: sorted(imp for imp in imports if within(imp, forbidden) and not within(imp, allowed))
         for module, imports in IMPORTS.items()
-        if within(module, ENTRY_POINTS)
+        if within(module, floor)
     }
-    assert {module: found for module, found in offenders.items() if found} == {}
+    return {module: imports for module, imports in found.items() if imports}
+
+
+GROUND = tuple(
+    module for module in FILES if module.count(".") == 1 and not within(module, (*ENTRY_POINTS, *STORE, *SERVICES))
+)
+
+
+def test_the_floors_are_folders_and_every_module_is_on_one():
+    assert set(GROUND) >= {
+        "activity.conf",
+        "activity.errors",
+        "activity.events",
+        "activity.calendar",
+        "activity.models",
+    }
+    assert all(within(module, (*GROUND, *STORE, *SERVICES, *ENTRY_POINTS, "activity")) for module in FILES)
+
+
+def test_entry_points_import_neither_the_store_nor_redis():
+    assert offenders(ENTRY_POINTS, (*STORE, "redis")) == {}
 
 
 def test_only_the_store_imports_redis():
-    offenders = {
-        module: sorted(imp for imp in imports if within(imp, ("redis",)))
-        for module, imports in IMPORTS.items()
-        if not within(module, ("activity.store",))
-    }
-    assert {module: found for module, found in offenders.items() if found} == {}
+    found = {module: imports for module, imports in IMPORTS.items() if any(within(imp, ("redis",)) for imp in imports)}
+    assert found and all(within(module, STORE) for module in found)
 
 
-def test_the_store_imports_no_service_module():
-    offenders = {
-        module: sorted(imp for imp in imports if within(imp, PACKAGES) and not within(imp, STORE_MAY_IMPORT))
-        for module, imports in IMPORTS.items()
-        if within(module, ("activity.store",))
-    }
-    assert {module: found for module, found in offenders.items() if found} == {}
+def test_the_store_imports_nothing_above_the_ground_floor():
+    assert offenders(STORE, PACKAGES, allowed=STORE_MAY_IMPORT) == {}
+
+
+def test_services_import_no_entry_point():
+    assert offenders(SERVICES, ENTRY_POINTS) == {}
+
+
+def test_the_ground_floor_imports_no_floor_above_it():
+    assert offenders(GROUND, (*STORE, *SERVICES, *ENTRY_POINTS)) == {}
 
 
 def test_no_import_circles():

@@ -6,7 +6,7 @@ import pytest
 from django.test import Client, override_settings
 
 from activity import calendar, clock, conf
-from activity.middleware import fail_open
+from activity.services.tracking import fail_open
 from activity.store import keys
 from project.redis_server import free_port
 from tests.redis_counts import CommandDelta

@@ -17,9 +17,10 @@ from rest_framework.authtoken.models import Token
 from schemathesis.engine import events, from_schema
 from schemathesis.transport.wsgi import WSGI_TRANSPORT
 
-from activity import clock, conf, services
-from activity.api.pagination import CURSOR_PATTERN, MAX_CURSOR_LENGTH, encode_cursor
+from activity import clock, conf
 from activity.events import MAX_PATH_LENGTH, MIN_TS, Event
+from activity.services import ingest
+from activity.web.api.pagination import CURSOR_PATTERN, MAX_CURSOR_LENGTH, encode_cursor
 from project.wsgi import application
 
 SCHEMA_URL = "/api/v1/schema/?format=json"
@@ -111,7 +112,7 @@ def wsgi_probes_without_socket_options(monkeypatch):
 @pytest.mark.parametrize("is_staff", [True, False], ids=["staff", "plain-user"])
 def test_schemathesis_finds_nothing(is_staff, wsgi_probes_without_socket_options, redis_client):
     user = get_user_model().objects.create_user("fuzz", is_staff=is_staff)
-    services.record_events([Event("walker", clock.now(), WALKED_FROM), Event("walker", clock.now(), "/fuzz/to")])
+    ingest.record_events([Event("walker", clock.now(), WALKED_FROM), Event("walker", clock.now(), "/fuzz/to")])
     problems, cases = run_schemathesis(Token.objects.create(user=user).key)
     assert cases > 100
     assert problems == [], "\n".join(dict.fromkeys(problems))

@@ -19,16 +19,17 @@ from django.test import override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from activity import admin as admin_module
-from activity import clock, flush, groups, privacy, reports, services
+from activity import clock
+from activity.admin import rows as admin_module
 from activity.calendar import day_name, day_of, period_name
 from activity.errors import StoreUnavailable
 from activity.events import Event
-from activity.flush import batch_claimed
 from activity.models import UserActivity
+from activity.services import flush, groups, ingest, privacy, reports, sessions
+from activity.services.flush import batch_claimed
 from activity.store import keys
-from activity.store.flush_queue import FlushQueue
-from activity.tasks.privacy import erase_user
+from activity.store.flush import FlushQueue
+from activity.tasks import erase_user
 from tests.redis_counts import CommandDelta
 from tests.traces import database_traces, redis_traces
 
@@ -44,11 +45,9 @@ def seed(user: str, name: str | None = None, group: Group | None = None) -> None
     """Everything a user leaves: last seen (dirty), a session of two pages (a transition), page
     statistics and rankings under two names (a rename), a visit, active days, a group view."""
     now = clock.now()
-    services.record_events(
-        [Event(user=user, ts=now - 5, path="/pricing")], names={user: f"{name}-old"} if name else None
-    )
-    services.record_events([Event(user=user, ts=now, path="/checkout")], names={user: name} if name else None)
-    services.record_events([Event(user="bystander", ts=now, path="/pricing")])
+    ingest.record_events([Event(user=user, ts=now - 5, path="/pricing")], names={user: f"{name}-old"} if name else None)
+    ingest.record_events([Event(user=user, ts=now, path="/checkout")], names={user: name} if name else None)
+    ingest.record_events([Event(user="bystander", ts=now, path="/pricing")])
     if group is not None:
         groups.members_page(group.pk, 0, 10)
 
@@ -98,7 +97,7 @@ def test_api_delete_erases_everywhere_and_answers_204(staff_api, redis_client):
     response = staff_api.delete(f"/api/v1/users/{GONE}/activity/")
     assert response.status_code == 204 and response.content == b""
     assert_no_trace(GONE)
-    assert services.record_events([Event(user="bystander", ts=clock.now())]).accepted == 1
+    assert ingest.record_events([Event(user="bystander", ts=clock.now())]).accepted == 1
     assert "bystander" in str(redis_client.zrange(keys.last_seen(), 0, -1))  # others untouched
 
 
@@ -220,7 +219,7 @@ def test_a_deletion_while_redis_is_down_queues_the_erase_task(monkeypatch, djang
 def test_erase_during_a_claimed_flush_batch_cannot_bring_the_user_back(redis_client):
     seed(GONE)
     others = [f"u{n}" for n in range(5)]
-    services.record_events([Event(user=user, ts=clock.now()) for user in others])
+    ingest.record_events([Event(user=user, ts=clock.now()) for user in others])
     erased = []
 
     def erase_now(sender, batch, size, **kwargs):  # the batch is claimed, not yet written
@@ -257,15 +256,15 @@ def test_late_events_are_skipped_while_tombstoned_and_recorded_after(redis_clien
     seed(GONE, name="gone")
     privacy.erase(GONE)
     now = clock.now()
-    late = services.record_events([Event(user=GONE, ts=now, path="/again")], visitors=[(secrets.token_hex(16), now)])
+    late = ingest.record_events([Event(user=GONE, ts=now, path="/again")], visitors=[(secrets.token_hex(16), now)])
     assert late.last_seen_updated == 0 and late.sessions_started == 0
     assert_no_trace(GONE)
     expiry = redis_client.zscore(keys.tombstones("ls"), GONE)
     assert expiry == pytest.approx(now + privacy.tombstone_ttl(), abs=5)
     assert redis_client.ttl(keys.tombstones("pv")) > 0  # bounded: the set goes with its last tombstone
     monkeypatch.setattr(clock, "now", lambda: expiry + 1)
-    assert services.record_events([Event(user=GONE, ts=expiry + 1, path="/back")]).last_seen_updated == 1
-    assert services.session_page(GONE) is not None
+    assert ingest.record_events([Event(user=GONE, ts=expiry + 1, path="/back")]).last_seen_updated == 1
+    assert sessions.page(GONE) is not None
 
 
 def test_a_batch_skips_only_the_tombstoned_users_views(redis_client):
@@ -274,14 +273,14 @@ def test_a_batch_skips_only_the_tombstoned_users_views(redis_client):
     now = clock.now()
     users = [GONE, "kept-1", GONE, "kept-2", "kept-1", GONE]
     paths = [f"/p{index}" for index in range(len(users))]
-    recorded = services.record_events(
+    recorded = ingest.record_events(
         [Event(user=user, ts=now, path=path) for user, path in zip(users, paths, strict=True)]
     )
     assert recorded.sessions_started == 2
     assert_no_trace(GONE)
     for user in ("kept-1", "kept-2"):
         own = [path for who, path in zip(users, paths, strict=True) if who == user]
-        assert [path for path, _ in services.current_session(user)] == own[::-1]
+        assert [path for path, _ in sessions.current(user)] == own[::-1]
         assert redis_client.get(keys.user_views(period_name("day", day_of(now)), user)) == str(len(own))
 
 
@@ -298,7 +297,7 @@ def erase_commands(redis_client, bystanders: int) -> int:
     seed(user)
     now = clock.now()
     for start in range(0, bystanders, 1000):
-        services.record_events(
+        ingest.record_events(
             [Event(user=f"b{n}", ts=now, path=f"/p{n % 7}") for n in range(start, min(start + 1000, bystanders))]
         )
     privacy.erase("warm-up")  # scripts loaded

@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 import pytest
 from django.test import override_settings
 
-from activity import calendar, clock, conf, recommendations, services
+from activity import calendar, clock, conf
 from activity.errors import UnknownPath
 from activity.events import Event
+from activity.services import ingest, recommendations
 from activity.store import keys
 from activity.store.sessions import paths_slack
 from tests.redis_counts import CommandDelta
@@ -36,7 +37,7 @@ def today() -> str:
 def walk(user: str, *paths: str, ts: float | None = None) -> None:
     """One user's page views, in order, a millisecond apart."""
     start = clock.now() if ts is None else ts
-    services.record_events([Event(user, start + i / 1000, path) for i, path in enumerate(paths)])
+    ingest.record_events([Event(user, start + i / 1000, path) for i, path in enumerate(paths)])
 
 
 def seed(source: str, counts: dict[str, int], ts: float | None = None) -> None:
@@ -48,7 +49,7 @@ def seed(source: str, counts: dict[str, int], ts: float | None = None) -> None:
             user = f"seed:{source}:{page}:{n}"
             events += [Event(user, start, source), Event(user, start + 0.001, page)]
     for first in range(0, len(events), 1000):
-        services.record_events(events[first : first + 1000])
+        ingest.record_events(events[first : first + 1000])
 
 
 def counted(source: str, day: str | None = None) -> dict[str, int]:
@@ -100,7 +101,7 @@ def test_next_pages_stay_capped_under_100k_distinct_transitions_and_the_most_fre
             for i, page in enumerate(steps):  # hub -> page and page -> hub: 1,000 distinct steps a batch
                 user = f"u{i % 10}"
                 events += [Event(user, clock.now(), "/hub"), Event(user, clock.now(), page)]
-            services.record_events(events)
+            ingest.record_events(events)
             sizes.append(redis_client.zcard(hub))
     assert max(sizes) <= cap + slack
     assert sizes[-1] >= cap
@@ -394,7 +395,7 @@ def test_threads_counting_the_same_step_lose_nothing(redis_client):
     def burst(t: int) -> None:
         for n in range(50):
             walk(f"t{t}", "/a", "/b")
-            services.record_events([Event(f"t{t}", clock.now(), f"/other/{n}")])
+            ingest.record_events([Event(f"t{t}", clock.now(), f"/other/{n}")])
 
     threads = [threading.Thread(target=burst, args=(t,)) for t in range(8)]
     for thread in threads:

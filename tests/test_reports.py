@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from activity import clock, reports, services
+from activity import clock
 from activity.events import Event
+from activity.schedule import reports as reports_schedule
+from activity.services import ingest, reports
 from activity.store import keys
 from activity.store.locks import Lock
-from activity.tasks.reports import refresh_reports as refresh_task
-from activity.tasks.schedule import reports as reports_schedule
+from activity.tasks import refresh_reports as refresh_task
 from tests.redis_probe import probe
 
 NAMES = {f"u{i}": f"name-{(i * 7) % 13:02d}-{i}" for i in range(12)}
@@ -27,7 +28,7 @@ def seed(views_per_user: dict[str, int] | None = None) -> dict[str, int]:
     now = clock.now()
     events = [Event(user, now, f"/p{n}") for user, count in views_per_user.items() for n in range(count)]
     named = {user: name for user, name in NAMES.items() if user != "u3"}
-    services.record_events(events, names=named)
+    ingest.record_events(events, names=named)
     return views_per_user
 
 

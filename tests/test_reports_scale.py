@@ -20,8 +20,9 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from activity import calendar, clock, conf, reports, services
+from activity import calendar, clock, conf
 from activity.events import Event
+from activity.services import ingest, reports
 from activity.store import keys
 from activity.store.client import get_client, is_cluster
 from activity.store.sessions import PageView, queue_record
@@ -63,7 +64,7 @@ def batches(events: list[Event], size: int) -> list[list[Event]]:
 
 def record(events: list[Event], names: dict[str, str]) -> None:
     """Record ``events`` through the service, with the usernames known for them."""
-    services.record_events(events, names={e.user: names[e.user] for e in events if e.user in names})
+    ingest.record_events(events, names={e.user: names[e.user] for e in events if e.user in names})
 
 
 def period_key(period: str = "day", now: float | None = None) -> str:
@@ -188,7 +189,7 @@ def test_a_tie_at_the_cap_is_settled_as_sort_settles_it(redis_client):
 
     def views(*users: str) -> None:
         events = [Event(user, now, "/") for user in users]
-        services.record_events(events)
+        ingest.record_events(events)
         viewers.add(events)
 
     views("b", "b", "c", "c", "d", "d")
@@ -260,10 +261,10 @@ def test_reads_alone_merge_a_backlog_one_slice_each(redis_client, wednesday):
 
 def test_a_new_username_moves_the_user_in_the_by_name_index(redis_client):
     now = clock.now()
-    services.record_events([Event("7", now, "/a")], names={"7": "zed"})
-    services.record_events([Event("8", now, "/a")])
-    services.record_events([Event("7", now, "/b")], names={"7": "amy"})
-    services.record_events([Event("7", now, "/c")])  # no name known this time: the last one stays
+    ingest.record_events([Event("7", now, "/a")], names={"7": "zed"})
+    ingest.record_events([Event("8", now, "/a")])
+    ingest.record_events([Event("7", now, "/b")], names={"7": "amy"})
+    ingest.record_events([Event("7", now, "/c")])  # no name known this time: the last one stays
     rows = all_rows("active-by-name")
     assert [(row["user"], row["name"], row["views"]) for row in rows] == [("8", "8", 1), ("7", "amy", 3)]
     assert redis_client.zcard(keys.viewers_by_name(period_key())) == 2
@@ -272,14 +273,14 @@ def test_a_new_username_moves_the_user_in_the_by_name_index(redis_client):
 @pytest.mark.parametrize("merged", [False, True], ids=["old entry pending", "old entry merged"])
 def test_a_rename_leaves_exactly_one_entry_wherever_the_old_one_was(redis_client, merged):
     now = clock.now()
-    services.record_events([Event("7", now, "/a")], names={"7": "zed"})
-    services.record_events([Event("8", now, "/a")])
+    ingest.record_events([Event("7", now, "/a")], names={"7": "zed"})
+    ingest.record_events([Event("8", now, "/a")])
     if merged:
         reports.refresh()
     for period in ("day", "week"):
         where = keys.viewers_by_name(period_key(period)) if merged else pending_of(period)
         assert "zed\x007" in (redis_client.zrange(where, 0, -1) if merged else redis_client.smembers(where))
-    services.record_events([Event("7", now, "/b")], names={"7": "amy"})
+    ingest.record_events([Event("7", now, "/b")], names={"7": "amy"})
     for period in ("day", "week"):
         index, pending = keys.viewers_by_name(period_key(period)), pending_of(period)
         entries = redis_client.zrange(index, 0, -1) + sorted(redis_client.smembers(pending))
@@ -372,7 +373,7 @@ def test_a_periods_lists_outlive_its_counters_and_come_back_with_a_ttl_after_exp
     # them again, with a TTL (the week's: one at or above the day's bar, as the week's busiest is).
     redis_client.delete(keys.top_viewers(period_key(period)))
     busiest = true_top(Counter(e.user for e in late if in_period(e, "week")), 1)[0][0]
-    services.record_events([Event(busiest, clock.now(), "/again")])
+    ingest.record_events([Event(busiest, clock.now(), "/again")])
     assert redis_client.ttl(keys.top_viewers(period_key(period))) > 0
     assert_every_key_has_a_ttl(redis_client)
 

@@ -20,13 +20,14 @@ from rest_framework.renderers import BrowsableAPIRenderer
 from rest_framework.request import Request
 from rest_framework.test import APIClient, APIRequestFactory
 
-from activity import clock, conf, metrics, services
-from activity.api.negotiation import ContentNegotiation
-from activity.api.parsers import EventJSONParser, _object_without_duplicate_keys
-from activity.api.renderers import FastJSONRenderer, PrometheusRenderer
+from activity import clock, conf, metrics
 from activity.calendar import day_name, day_of
 from activity.events import Event
+from activity.services import ingest, last_seen
 from activity.store import keys
+from activity.web.api.negotiation import ContentNegotiation
+from activity.web.api.parsers import EventJSONParser, _object_without_duplicate_keys
+from activity.web.api.renderers import FastJSONRenderer, PrometheusRenderer
 from project.redis_server import free_port
 from tests.redis_counts import CommandDelta
 from tests.test_events_property import REPEATABLE, json_values
@@ -69,7 +70,7 @@ def test_ingest_is_one_round_trip_and_no_sql_once_the_token_is_known(machine, re
         assert answer.status_code == 202 and answer.json()["accepted"] == batch
         assert round_trips() - before == 1  # throttle count + caller's activity + the batch
     # The caller's own activity travelled in that round trip: its last seen moved.
-    assert services.last_seen(str(user.pk)) is not None
+    assert last_seen.get(str(user.pk)) is not None
 
 
 @pytest.mark.parametrize(
@@ -85,7 +86,7 @@ def test_ingest_is_one_round_trip_and_no_sql_once_the_token_is_known(machine, re
 )
 def test_reads_are_one_round_trip_with_the_throttle_and_the_callers_activity(machine, redis_client, path):
     user, _, api = machine
-    services.record_events([Event("walker", clock.now(), "/a"), Event(str(user.pk), clock.now())])
+    ingest.record_events([Event("walker", clock.now(), "/a"), Event(str(user.pk), clock.now())])
     url = path.format(me=user.pk)
     assert api.get(url).status_code == 200  # warm-up: the token read, the report built
     with CommandDelta(redis_client) as delta:
@@ -126,7 +127,7 @@ def test_a_busy_callers_last_seen_moves_once_per_caller_seen_every(machine, redi
         sent.append(delta.calls["evalsha"])
         # Moved by the first request of each ACTIVITY_CALLER_SEEN_EVERY, never back.
         moved_at = 0 if offset < every else every
-        assert services.last_seen(str(user.pk)).ts == pytest.approx(start + moved_at, abs=0.001)
+        assert last_seen.get(str(user.pk)).ts == pytest.approx(start + moved_at, abs=0.001)
     # The throttle's count every time; last seen and group index (two scripts) once per interval.
     assert sent == [3, 1, 1, 3, 1]
     # Machine requests are still counted one by one.
@@ -147,7 +148,7 @@ def test_a_callers_last_seen_lost_with_its_round_trip_is_sent_again(machine, red
 def test_a_request_refused_before_redis_records_no_caller_activity(machine, redis_client):
     user, _, api = machine
     assert post(api, [{"user": "bad id!"}]).status_code == 400
-    assert services.last_seen(str(user.pk)) is None
+    assert last_seen.get(str(user.pk)) is None
     assert redis_client.zcard(f"{settings.ACTIVITY_KEY_PREFIX}{{ls}}:seen") == 0
 
 
@@ -182,7 +183,7 @@ def test_throttled_requests_cost_no_round_trip_and_write_nothing(machine, redis_
         assert round_trips() == before
     assert codes == [202, 202, 202] and refused.status_code == 429
     assert 0 < float(refused["Retry-After"]) <= 30
-    assert services.last_seen("late") is None
+    assert last_seen.get("late") is None
 
 
 def test_throttle_count_of_a_request_that_sends_nothing_still_goes_in_one_round_trip(machine, redis_client):

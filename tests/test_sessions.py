@@ -14,11 +14,12 @@ from django.http import HttpResponse, JsonResponse
 from django.test import Client, override_settings
 from django.urls import path
 
-from activity import calendar, clock, conf, services
+from activity import calendar, clock, conf
 from activity.events import Event
+from activity.services import ingest, sessions
 from activity.store import keys
 from activity.store.sessions import SESSION_RECORD, paths_slack
-from activity.tasks.ingest import record_events as record_events_task
+from activity.tasks import record_events as record_events_task
 from tests.redis_counts import CommandDelta
 from tests.redis_probe import probe
 
@@ -61,21 +62,21 @@ def assert_every_key_has_a_ttl(redis_client) -> None:
 
 @override_settings(ACTIVITY_SESSION_WINDOW=1)
 def test_views_within_the_window_stay_in_one_session_and_a_longer_pause_starts_a_new_one(redis_client):
-    started = [services.record_events([view("u1", "/a")]).sessions_started]
+    started = [ingest.record_events([view("u1", "/a")]).sessions_started]
     time.sleep(0.5)
-    started.append(services.record_events([view("u1", "/b")]).sessions_started)
+    started.append(ingest.record_events([view("u1", "/b")]).sessions_started)
     time.sleep(0.5)
-    started.append(services.record_events([view("u1", "/c")]).sessions_started)
+    started.append(ingest.record_events([view("u1", "/c")]).sessions_started)
     assert started == [1, 0, 0]
     assert [e["path"] for e in stored(redis_client, "u1")] == ["/a", "/b", "/c"]
     assert 0 < redis_client.pttl(keys.session("u1")) <= 1000
 
     time.sleep(1.5)
-    assert services.session_page("u1") is None
-    assert services.record_events([view("u1", "/d")]).sessions_started == 1
+    assert sessions.page("u1") is None
+    assert ingest.record_events([view("u1", "/d")]).sessions_started == 1
     assert [e["path"] for e in stored(redis_client, "u1")] == ["/d"]
-    assert services.sessions_started(today()) == 2
-    assert services.page_views(today()) == 4
+    assert sessions.started(today()) == 2
+    assert sessions.page_views(today()) == 4
 
 
 # --- the cap and TTLs under concurrency ----------------------------------------------------------
@@ -91,7 +92,7 @@ def test_cap_holds_under_concurrency_and_the_list_never_lacks_a_ttl(redis_client
     def push(t: int) -> None:
         barrier.wait()
         for i in range(views_n):
-            services.record_events([view("hot", f"/t{t}/{i:02d}")])
+            ingest.record_events([view("hot", f"/t{t}/{i:02d}")])
 
     def watch() -> None:
         barrier.wait()
@@ -118,13 +119,13 @@ def test_cap_holds_under_concurrency_and_the_list_never_lacks_a_ttl(redis_client
         assert seqs == list(range(views_n - len(seqs), views_n))
     assert -1 not in ttls  # the list existed without a TTL at no moment the watcher saw
     assert 0 < redis_client.pttl(keys.session("hot")) <= conf.settings.SESSION_WINDOW * 1000
-    assert services.page_views(today()) == threads_n * views_n
-    assert services.sessions_started(today()) == 1
+    assert sessions.page_views(today()) == threads_n * views_n
+    assert sessions.started(today()) == 1
     assert_every_key_has_a_ttl(redis_client)
 
 
 def test_counters_match_a_concurrent_burst_exactly(redis_client):
-    services.record_events([view("old0", "/warm"), view("old1", "/warm")])  # two live sessions already
+    ingest.record_events([view("old0", "/warm"), view("old1", "/warm")])  # two live sessions already
     users = [f"old{i}" for i in range(2)] + [f"new{i}" for i in range(6)]
     pages = ["/", "/pricing", "/docs/a", "/docs/b"]
     threads_n, batches = 8, 10
@@ -135,7 +136,7 @@ def test_counters_match_a_concurrent_burst_exactly(redis_client):
         barrier.wait()
         for b in range(batches):
             batch = [view(users[(t + b + i) % len(users)], pages[(t * b + i) % len(pages)]) for i in range(5)]
-            started[t] += services.record_events(batch).sessions_started
+            started[t] += ingest.record_events(batch).sessions_started
 
     workers = [threading.Thread(target=burst, args=(t,)) for t in range(threads_n)]
     for thread in workers:
@@ -150,10 +151,10 @@ def test_counters_match_a_concurrent_burst_exactly(redis_client):
                 sent[pages[(t * b + i) % len(pages)]] += 1
     sent["/warm"] += 2
     assert sum(started.values()) == 6  # only the six users without a live session started one
-    assert services.sessions_started(today()) == 8
-    assert services.page_views(today()) == sum(sent.values())
-    assert dict(services.top_paths(today(), 10)) == dict(sent)
-    assert services.top_paths(today(), 2) == sorted(sent.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:2]
+    assert sessions.started(today()) == 8
+    assert sessions.page_views(today()) == sum(sent.values())
+    assert dict(sessions.top_paths(today(), 10)) == dict(sent)
+    assert sessions.top_paths(today(), 2) == sorted(sent.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:2]
     assert_every_key_has_a_ttl(redis_client)
 
 
@@ -172,15 +173,15 @@ def test_distinct_paths_per_day_stay_capped_and_the_most_viewed_survive(redis_cl
             pages = [next(distinct) for _ in range(1000)]
             pages += [path for path, weight in popular.items() for _ in range(weight)]
             pages += ["/late-hit"] * 20 * (batch >= 90)  # popular only in the last ten batches
-            services.record_events([view(f"u{i % 20}", page) for i, page in enumerate(pages)])
+            ingest.record_events([view(f"u{i % 20}", page) for i, page in enumerate(pages)])
             sizes.append(redis_client.zcard(keys.path_views(calendar.day_name(today()))))
     assert max(sizes) <= cap + slack
     assert sizes[-1] >= cap
     # Each trim removes at most slack + 1 paths, once per slack + 1 new ones: bounded per call.
     assert delta.calls["zremrangebyrank"] <= 100_000 // (slack + 1)
     expected = {path: 100 * weight for path, weight in popular.items()} | {"/late-hit": 200}
-    assert dict(services.top_paths(today(), 51)) == expected
-    assert services.page_views(today()) == 100_000 + sum(expected.values())
+    assert dict(sessions.top_paths(today(), 51)) == expected
+    assert sessions.page_views(today()) == 100_000 + sum(expected.values())
     assert_every_key_has_a_ttl(redis_client)
 
 
@@ -198,11 +199,11 @@ def test_the_script_checks_its_argument_counts(redis_client):
 
 @override_settings(ACTIVITY_SESSION_EXCLUDE_PATHS=("/private/",))
 def test_query_strings_are_dropped_and_excluded_prefixes_never_recorded(redis_client):
-    services.record_events([view("u", "/a?token=secret"), view("u", "/private/x"), view("u", "/b")])
+    ingest.record_events([view("u", "/a?token=secret"), view("u", "/private/x"), view("u", "/b")])
     assert [e["path"] for e in stored(redis_client, "u")] == ["/a", "/b"]
-    assert services.page_views(today()) == 2
+    assert sessions.page_views(today()) == 2
     with override_settings(ACTIVITY_SESSION_KEEP_QUERY=True):
-        services.record_events([view("u", "/c?q=1")])
+        ingest.record_events([view("u", "/c?q=1")])
     assert stored(redis_client, "u")[-1]["path"] == "/c?q=1"
 
 
@@ -273,7 +274,7 @@ def test_probe_of_nothing_counts_nothing(redis_client):
 
 def test_session_pages_cover_every_view_once_most_recent_first(staff_api, redis_client):
     base = clock.now() - 30
-    services.record_events([view("42", f"/p{i}", base + i) for i in range(23)])
+    ingest.record_events([view("42", f"/p{i}", base + i) for i in range(23)])
     url, seen, visited = "/api/v1/users/42/session/?page_size=5", [], []
     while url:
         answer = staff_api.get(url)
@@ -294,7 +295,7 @@ def test_session_pages_cover_every_view_once_most_recent_first(staff_api, redis_
     [("page_size=0", "page_size"), ("page_size=501", "page_size"), ("page=0", "page"), ("page=x", "page")],
 )
 def test_bad_paging_is_a_400(staff_api, redis_client, query, field):
-    services.record_events([view("42", "/a")])
+    ingest.record_events([view("42", "/a")])
     answer = staff_api.get(f"/api/v1/users/42/session/?{query}")
     assert answer.status_code == 400
     assert field in answer.data
@@ -302,12 +303,12 @@ def test_bad_paging_is_a_400(staff_api, redis_client, query, field):
 
 def test_no_live_session_or_page_past_the_end_is_a_404(staff_api, redis_client):
     assert staff_api.get("/api/v1/users/42/session/").status_code == 404
-    services.record_events([view("42", "/a")])
+    ingest.record_events([view("42", "/a")])
     assert staff_api.get("/api/v1/users/42/session/?page=2").status_code == 404
 
 
 def test_users_read_their_own_session_only(member_api, member, redis_client):
-    services.record_events([view(str(member.pk), "/mine"), view("someone", "/theirs")])
+    ingest.record_events([view(str(member.pk), "/mine"), view("someone", "/theirs")])
     mine = member_api.get(f"/api/v1/users/{member.pk}/session/")
     assert mine.status_code == 200 and mine.data["results"][0]["path"] == "/mine"
     assert member_api.get("/api/v1/users/someone/session/").status_code == 403

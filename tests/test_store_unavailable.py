@@ -28,9 +28,9 @@ from django.test import Client, override_settings
 from redis._parsers.base import BaseParser
 
 from activity.errors import StoreUnavailable
-from activity.middleware import fail_open
+from activity.services.tracking import fail_open
 from activity.store.client import unavailable_reason
-from activity.tasks.ingest import record_events
+from activity.tasks import record_events
 from project.redis_server import PrivateRedis, free_port
 from tests.celery_procs import wait_for
 

@@ -12,23 +12,22 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
-from activity import (
+from activity import calendar, clock, conf
+from activity.events import Event
+from activity.services import (
     audience,
-    calendar,
-    clock,
-    conf,
     flush,
     groups,
+    health,
+    ingest,
     locks,
     privacy,
     rate_limits,
     recommendations,
     reports,
-    services,
     sweep,
     traffic,
 )
-from activity.events import Event
 from activity.store import keys
 
 NOON = datetime(2026, 11, 23, 12, tzinfo=UTC).timestamp()
@@ -189,18 +188,18 @@ def test_nothing_any_service_path_writes_is_repaired(
     def record(ts: float) -> None:
         events = [Event(user=user, ts=ts, path=f"/page/{user}") for user in ids]
         events.append(Event(user="alice", ts=ts, path="/pricing"))
-        services.record_events(events, visitors=[(secrets.token_hex(16), ts)], names={ids[0]: "u0"})
+        ingest.record_events(events, visitors=[(secrets.token_hex(16), ts)], names={ids[0]: "u0"})
 
     record(now)
-    services.record_events([Event(user="alice", ts=now + 0.5, path="/checkout")])  # a transition
-    services.record_events([Event(user="alice", ts=now + 0.6, path="/a")], names={"alice": "Alice"})  # renamed
-    services.record_events([Event(user="gone", ts=now, path="/x")])
+    ingest.record_events([Event(user="alice", ts=now + 0.5, path="/checkout")])  # a transition
+    ingest.record_events([Event(user="alice", ts=now + 0.6, path="/a")], names={"alice": "Alice"})  # renamed
+    ingest.record_events([Event(user="gone", ts=now, path="/x")])
     privacy.erase("gone")  # tombstones
-    services.record_events([], kind=traffic.BOT)  # the day's bots and machines
+    ingest.record_events([], kind=traffic.BOT)  # the day's bots and machines
     assert recommendations.for_user("alice") == []  # computed and cached for alice's session
     assert recommendations.next_pages("/pricing", 1)[1] == ["/checkout"]  # cumulative copy, lock
     assert groups.members_page(group.pk, 0, 10) is not None  # view, membership index, epoch
-    services.record_events([Event(user=ids[1], ts=now + 1)])  # a live update of the view
+    ingest.record_events([Event(user=ids[1], ts=now + 1)])  # a live update of the view
     audience.stats()  # week and month unions
     for name, _ in reports.catalogue():
         for period in ("day", "week"):
@@ -208,8 +207,8 @@ def test_nothing_any_service_path_writes_is_repaired(
     flush.flush()
     audience.rollup_day(calendar.day_of(now))  # harvests the new-visitor counters
     record(now + 2)  # dirty marks and new-visitor counters again
-    services.record_events([Event(user="late", ts=now + 2, path="/x")])  # by-name entries the reads have not merged
-    services.health()
+    ingest.record_events([Event(user="late", ts=now + 2, path="/x")])  # by-name entries the reads have not merged
+    health.status()
     rate_limits.hit("sweep-test", "client", 10, 60)
     with locks.exclusive("sweep-test", 30) as held:
         assert held

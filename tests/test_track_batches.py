@@ -13,9 +13,10 @@ from django.test import Client, override_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from activity import audience, clock, metrics, services, track_batches, traffic
+from activity import clock, metrics
 from activity.calendar import day_name, day_of
-from activity.middleware import batches, fail_open
+from activity.services import audience, last_seen, sessions, tracking, traffic
+from activity.services.tracking import batches, fail_open
 from activity.store import keys
 from project.redis_server import free_port
 from tests.redis_counts import CommandDelta
@@ -70,7 +71,7 @@ def test_many_tracked_pages_are_one_round_trip_and_nothing_is_sent_before(redis_
     seen = redis_client.zmscore(keys.last_seen(), [user for user, _ in readers])
     assert None not in seen
     assert all(redis_client.llen(keys.session(user)) == 1 for user, _ in readers)
-    assert services.page_views(audience.stats().day) == 31  # the warm-up's and the thirty
+    assert sessions.page_views(audience.stats().day) == 31  # the warm-up's and the thirty
 
 
 def test_late_requests_in_a_batch_never_move_last_seen_back(redis_client, monkeypatch):
@@ -124,7 +125,7 @@ def test_an_api_callers_activity_joins_the_batches_once_its_request_succeeded(re
         assert delta.calls["evalsha"] == 4 and not delta.calls["hincrby"]
         assert batches.waiting() == 1  # the 404s' callers are not recorded
         batches.flush()
-    assert services.last_seen(str(user.pk)) is not None
+    assert last_seen.get(str(user.pk)) is not None
     assert redis_client.hget(day, "machine") == "2"  # the warm-up's and this round's that succeeded
 
 
@@ -161,8 +162,8 @@ def test_a_process_exiting_normally_sends_what_waits(redis_client):
 import django, time
 django.setup()
 from activity.events import Event
-from activity.middleware import batches
-from activity.track_batches import Activity
+from activity.services.tracking import batches
+from activity.services.tracking import Activity
 batches.add(Activity("person", event=Event("leaving", time.time(), "/bye"), name="leaving"))
 assert batches.waiting() == 1
 """
@@ -176,20 +177,20 @@ def test_what_arrives_during_a_send_waits_its_batch_time_instead_of_going_out_at
     """A steady stream of entries and a slow Redis (each send 20 ms): one send per batch time, not a
     stream of small batches made of what arrived during the previous send. Nothing is lost."""
     sizes: list[int] = []
-    send = track_batches.send
+    send = tracking.send
 
-    def slow_send(entries: list[track_batches.Activity]) -> None:
+    def slow_send(entries: list[tracking.Activity]) -> None:
         time.sleep(0.02)
         send(entries)
         sizes.append(len(entries))
 
-    monkeypatch.setattr(track_batches, "send", slow_send)
-    stream = track_batches.Batches(failed=fail_open.failed)
+    monkeypatch.setattr(tracking, "send", slow_send)
+    stream = tracking.Batches(failed=fail_open.failed)
     with override_settings(ACTIVITY_TRACK_BATCH_MS=100, ACTIVITY_TRACK_BATCH_SIZE=1000):
         started = time.monotonic()
         added = 0
         while time.monotonic() - started < 1.0:
-            stream.add(track_batches.Activity(traffic.BOT))
+            stream.add(tracking.Activity(traffic.BOT))
             added += 1
             time.sleep(0.002)
         assert eventually(lambda: stream.waiting() == 0 and sum(sizes) == added)

@@ -12,8 +12,9 @@ from django.test.client import RequestFactory
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from activity import audience, clock, conf, services, traffic
+from activity import clock, conf
 from activity.events import Event
+from activity.services import audience, ingest, sessions, traffic
 from activity.store import keys
 from tests.redis_counts import CommandDelta
 
@@ -66,7 +67,7 @@ def test_a_bot_is_no_visitor_page_view_or_session_and_is_counted_apart(agent, re
     bot.get("/pricing")
     stats = figures()
     assert (stats.bots_day, stats.unique_visitors_day, stats.new_visitors_day) == (4, 0, 0)
-    assert services.page_views(stats.day) == 0 and services.sessions_started(stats.day) == 0
+    assert sessions.page_views(stats.day) == 0 and sessions.started(stats.day) == 0
 
 
 def test_a_request_without_any_user_agent_header_is_a_bot(redis_client):
@@ -92,7 +93,7 @@ def test_people_are_still_people(member, redis_client):
     browser.get("/pricing")
     stats = figures()
     assert (stats.active_day, stats.bots_day, stats.unique_visitors_day) == (1, 0, 1)
-    assert services.page_views(stats.day) == 1
+    assert sessions.page_views(stats.day) == 1
 
 
 @override_settings(ACTIVITY_BOT_DETECTION=False)
@@ -195,7 +196,7 @@ def test_signed_in_tracking_is_unaffected_by_an_opt_out_signal(signal, member, r
     browser = Client(headers={"User-Agent": CHROME, **signal})
     browser.force_login(member)
     browser.get("/pricing")
-    assert services.session_page(str(member.pk)) is not None
+    assert sessions.page(str(member.pk)) is not None
     assert figures().active_day == 1
 
 
@@ -216,10 +217,10 @@ def test_gpc_zero_is_no_opt_out(redis_client):
 
 def test_a_page_view_dated_before_the_statistics_retention_moves_last_seen_only(redis_client):
     old = clock.now() - timedelta(days=conf.settings.PAGE_STATS_DAYS + 1).total_seconds()
-    result = services.record_events([Event(user="late", ts=old, path="/pricing")])
+    result = ingest.record_events([Event(user="late", ts=old, path="/pricing")])
     assert result.last_seen_updated == 1 and result.sessions_started == 0
     assert redis_client.exists(keys.session("late")) == 0
-    assert services.record_events([Event(user="late", ts=clock.now(), path="/pricing")]).sessions_started == 1
+    assert ingest.record_events([Event(user="late", ts=clock.now(), path="/pricing")]).sessions_started == 1
 
 
 # --- the stats API and the dashboard -------------------------------------------------------

@@ -17,16 +17,18 @@ from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from activity import audience, calendar, clock, conf, middleware, services, traffic
+from activity import calendar, clock, conf
 from activity.errors import DayOutOfRange
 from activity.events import Event
 from activity.models import DailyRollup
+from activity.schedule import rollup as rollup_schedule
+from activity.services import audience, ingest, traffic
 from activity.store import actives, daily, keys
 from activity.store import visitors as store
 from activity.store.client import get_client
 from activity.store.scripts import LUA_DIR
-from activity.tasks.rollup import rollup_day as rollup_task
-from activity.tasks.schedule import rollup as rollup_schedule
+from activity.tasks import rollup_day as rollup_task
+from activity.web import middleware
 from tests.redis_counts import CommandDelta, command_calls
 from tests.redis_probe import counting_sends
 
@@ -51,7 +53,7 @@ def visitor_id(n: int) -> str:
 
 
 def visit(visitor: str, ts: float = NOON) -> int:
-    return services.record_events([], visitors=[(visitor, ts)]).new_visitors
+    return ingest.record_events([], visitors=[(visitor, ts)]).new_visitors
 
 
 def run_threads(count: int, target) -> list:
@@ -111,8 +113,8 @@ def test_returning_visitor_on_a_later_day_is_not_new(at):
 
 
 def test_signed_in_user_is_a_visitor_under_their_user_id_but_anonymous_is_not_a_user(at, redis_client):
-    assert services.record_events([Event(user="42", ts=NOON)]).new_visitors == 1
-    assert services.record_events([Event(user="42", ts=NOON + 5)]).new_visitors == 0
+    assert ingest.record_events([Event(user="42", ts=NOON)]).new_visitors == 1
+    assert ingest.record_events([Event(user="42", ts=NOON + 5)]).new_visitors == 0
     visit(visitor_id(3))
     figures = audience.stats()
     assert (figures.new_visitors_day, figures.unique_visitors_day, figures.active_day) == (2, 2, 1)
@@ -135,7 +137,7 @@ def test_exact_actives_over_ten_days_equal_the_set_sizes(at):
         seen[day] = users
         batch = [Event(user=u, ts=ts + i % 3600) for i, u in enumerate(sorted(users))]
         for start in range(0, len(batch), 1000):
-            services.record_events(batch[start : start + 1000])
+            ingest.record_events(batch[start : start + 1000])
         figures = audience.stats()
         week = set().union(*(seen[d] for d in seen if d.isocalendar()[:2] == day.isocalendar()[:2]))
         month = set().union(*(seen[d] for d in seen if (d.year, d.month) == (day.year, day.month)))
@@ -147,7 +149,7 @@ def test_exact_actives_over_ten_days_equal_the_set_sizes(at):
 
 
 def test_non_integer_ids_count_by_hyperloglog_beside_the_bitmap(at):
-    services.record_events([Event(user=u, ts=NOON) for u in ("7", "alice", "007", "x@y")])
+    ingest.record_events([Event(user=u, ts=NOON) for u in ("7", "alice", "007", "x@y")])
     assert audience.stats().active_day == 4
 
 
@@ -155,7 +157,7 @@ def test_unique_visitors_within_two_percent_on_100k_ids(at):
     rng = random.Random(7)
     ids = [f"{rng.getrandbits(128):032x}" for _ in range(100_000)]
     for start in range(0, len(ids), 5000):
-        services.record_events([], visitors=[(v, NOON) for v in ids[start : start + 5000]])
+        ingest.record_events([], visitors=[(v, NOON) for v in ids[start : start + 5000]])
     figures = audience.stats()
     assert figures.new_visitors_day == 100_000  # exact: one HSETNX per id
     for estimate in (figures.unique_visitors_day, figures.unique_visitors_week, figures.unique_visitors_month):
@@ -163,7 +165,7 @@ def test_unique_visitors_within_two_percent_on_100k_ids(at):
 
 
 def test_every_key_has_a_ttl_beyond_a_month_except_the_membership_hashes(at, redis_client):
-    services.record_events([Event(user="1", ts=NOON), Event(user="bob", ts=NOON)])
+    ingest.record_events([Event(user="1", ts=NOON), Event(user="bob", ts=NOON)])
     visit(visitor_id(4))
     audience.stats()
     long_lived = {keys.last_seen(), keys.last_seen_dirty()}
@@ -216,13 +218,13 @@ def test_harvest_racing_increments_loses_nothing(at, redis_client):
 def test_rollup_is_idempotent_keeps_harvested_counts_and_counts_sessions(at):
     day = date(2026, 11, 23)
     for n in range(5):
-        services.record_events([Event(user=str(n), ts=NOON, path="/a"), Event(user=str(n), ts=NOON, path="/b")])
-    services.record_events([], kind=traffic.BOT, requests=4)  # a batch of four crawler requests
-    services.record_events([Event(user="token-user", ts=NOON)], kind=traffic.MACHINE, requests=2)
+        ingest.record_events([Event(user=str(n), ts=NOON, path="/a"), Event(user=str(n), ts=NOON, path="/b")])
+    ingest.record_events([], kind=traffic.BOT, requests=4)  # a batch of four crawler requests
+    ingest.record_events([Event(user="token-user", ts=NOON)], kind=traffic.MACHINE, requests=2)
     visit(visitor_id(5))
     harvest(day)  # a run that harvested and died before writing the database
     at(NOON + DAY)
-    services.record_events([], kind=traffic.BOT)  # the next day's: not in this day's row
+    ingest.record_events([], kind=traffic.BOT)  # the next day's: not in this day's row
     row = rollup_task(day.isoformat())
     figures = {"active_users": 5, "sessions": 5, "page_views": 10, "bot_requests": 4, "machine_requests": 2}
     assert row == {"day": "2026-11-23", **figures, "new_visitors": 6, "unique_visitors": 6}
@@ -367,7 +369,7 @@ def test_signed_in_user_gets_no_cookie_and_one_round_trip(at, staff, round_trips
 def test_stats_needs_staff_and_has_the_api_shape(at, member_api, staff_api):
     assert APIClient().get(reverse("stats")).status_code == 401
     assert member_api.get(reverse("stats")).status_code == 403
-    services.record_events([Event(user="1", ts=NOON - 10), Event(user="ann", ts=NOON)])
+    ingest.record_events([Event(user="1", ts=NOON - 10), Event(user="ann", ts=NOON)])
     visit(visitor_id(7))
     response = staff_api.get(reverse("stats"))
     assert response.status_code == 200
@@ -383,7 +385,7 @@ def test_stats_needs_staff_and_has_the_api_shape(at, member_api, staff_api):
 
 
 def test_stats_is_one_round_trip_of_bounded_commands(at, redis_client, round_trips):
-    services.record_events([Event(user="1", ts=NOON - 10), Event(user="ann", ts=NOON)])
+    ingest.record_events([Event(user="1", ts=NOON - 10), Event(user="ann", ts=NOON)])
     before = commandstats(redis_client)
     trips = round_trips["n"]
     figures = audience.stats()
@@ -404,13 +406,13 @@ def test_stats_is_one_round_trip_of_bounded_commands(at, redis_client, round_tri
 
 
 def test_cached_week_and_month_count_todays_new_users_at_once(at):
-    services.record_events([Event(user="1", ts=NOON), Event(user="ann", ts=NOON)])  # Monday
+    ingest.record_events([Event(user="1", ts=NOON), Event(user="ann", ts=NOON)])  # Monday
     visit(visitor_id(9))
     at(NOON + 2 * DAY)  # Wednesday
     first = audience.stats()  # the unions of the week and month are cached now
     assert (first.active_day, first.active_week, first.unique_visitors_week) == (0, 2, 3)
     ts = NOON + 2 * DAY
-    services.record_events([Event(user="2", ts=ts), Event(user="bob", ts=ts), Event(user="1", ts=ts)])
+    ingest.record_events([Event(user="2", ts=ts), Event(user="bob", ts=ts), Event(user="1", ts=ts)])
     figures = audience.stats()
     assert (figures.active_day, figures.active_week, figures.active_month) == (3, 4, 4)
     assert (figures.unique_visitors_day, figures.unique_visitors_week, figures.unique_visitors_month) == (3, 5, 5)

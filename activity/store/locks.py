@@ -19,7 +19,7 @@ from activity.store import keys
 from activity.store.client import Client
 from activity.store.scripts import LuaScript
 
-logger = logging.getLogger("activity.locks")
+logger = logging.getLogger("activity.services.locks")
 
 ACQUIRE = LuaScript("lock_acquire")
 RELEASE = LuaScript("lock_release")

@@ -1,7 +1,7 @@
 """One user's data across every key family: erase it (tombstoning the user where writes check) and
 read it for an export.
 
-Which keys a user's data can be in is decided above the store (``activity.privacy``, from the
+Which keys a user's data can be in is decided above the store (``activity.services.privacy``, from the
 settings and the calendar) and handed in as a ``Where``: per-user keys are named by the user id,
 per-period keys by the periods still retained, so nothing here SCANs and every call's work is
 bounded by the retention settings, never by the number of users.

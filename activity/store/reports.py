@@ -14,7 +14,7 @@ slice at a time, so no report ever sorts every viewer:
   same call: O(slice x log N + page), nothing to rebuild, current unless more than a slice was
   pending.
 
-Which report to build when, and who may build it, is decided above the store (``activity.reports``).
+Which report to build when, and who may build it, is decided above the store (``activity.services.reports``).
 """
 
 from __future__ import annotations

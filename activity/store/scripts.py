@@ -1,7 +1,7 @@
 """Loads ``lua/*.lua`` once and runs the scripts by SHA, recovering from NOSCRIPT.
 
-The scripts are package data read through ``importlib.resources``: ``activity/lua`` is a symlink
-to the repository's ``lua/`` in a checkout, and the files themselves in an installed wheel.
+The scripts are the repository's top-level ``lua/``; the wheel carries them as ``activity/lua``
+(``pyproject.toml``'s ``force-include``), so an installed app reads them from the package.
 
 Plain calls go through redis-py's ``Script``, which reloads on NOSCRIPT. In pipelines, redis-py's
 ``Script`` sends SCRIPT EXISTS before every execute (an extra round trip), so the service's own
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 from redis.commands.core import Script
@@ -23,7 +24,8 @@ from activity.store.client import Client, Pipeline
 
 __all__ = ["LUA_DIR", "LuaScript", "Pipeline"]
 
-LUA_DIR = files("activity") / "lua"
+_PACKAGED = files("activity") / "lua"
+LUA_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[2] / "lua"
 
 
 class LuaScript:

@@ -15,8 +15,8 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
-from activity import flush, privacy  # noqa: E402
 from activity.models import UserActivity  # noqa: E402
+from activity.services import flush, privacy  # noqa: E402
 
 call_command("migrate", verbosity=0)
 user = get_user_model().objects.create_user("uuid-user")

@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist
 from django.core.management.base import CommandError, CommandParser
 
-from activity import backfill
 from activity.management.base import JobCommand, counted
+from activity.services import backfill
 
 MAX_BATCH = 10_000
 

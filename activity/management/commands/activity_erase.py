@@ -10,9 +10,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from activity import privacy
 from activity.errors import InvalidValue, StoreUnavailable
 from activity.events import clean_user
+from activity.services import privacy
 
 
 class Command(BaseCommand):

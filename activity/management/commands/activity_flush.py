@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from activity import flush, locks
 from activity.management.base import JobCommand, counted
+from activity.services import flush, locks
 
 
 class Command(JobCommand):

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from activity import partitions
 from activity.errors import StoreUnavailable
+from activity.services import last_seen
 
 
 class Command(BaseCommand):
@@ -28,7 +28,7 @@ class Command(BaseCommand):
             self.stdout.write(f"moved {moved} members so far")
 
         try:
-            moved = partitions.migrate(step, progress if options["verbosity"] > 1 else None)
+            moved = last_seen.migrate(step, progress if options["verbosity"] > 1 else None)
         except (ValueError, RuntimeError) as error:
             raise CommandError(str(error)) from error
         except StoreUnavailable as error:

@@ -8,9 +8,9 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from activity import audience
 from activity.errors import DayOutOfRange
 from activity.management.base import JobCommand, counted
+from activity.services import audience
 
 
 def iso_day(text: str) -> date:

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from activity import sweep
 from activity.management.base import JobCommand, counted
+from activity.services import sweep
 
 
 class Command(JobCommand):

@@ -1,0 +1,6 @@
+"""The app's admin pages, registered with the site's own admin: the flushed rows (``rows``) and the
+activity dashboard (``dashboard``, its figures and charts in ``figures`` and ``charts``)."""
+
+from activity.admin import dashboard, rows
+
+__all__ = ["dashboard", "rows"]

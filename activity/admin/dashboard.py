@@ -1,0 +1,142 @@
+"""The activity dashboard in the standard admin: its page, its live panel and its two actions.
+
+A ModelAdmin of the ``Dashboard`` proxy model, so the admin index lists it under Activity and its
+URLs come from ``get_urls``: a site keeps ``django.contrib.admin`` and its own admin site. Every view
+goes through ``admin_view``, so only active staff get in (others are sent to the admin login);
+among staff, the page and its panel need the permission ``activity.view_dashboard`` and the two
+actions ``activity.run_jobs`` (403 otherwise), like any other admin page needs its model permission.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import current_app
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect
+from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.decorators import method_decorator
+from django.views.decorators.http import require_POST
+from kombu.exceptions import OperationalError
+
+from activity import conf
+from activity.admin import charts, figures
+from activity.calendar import utc
+from activity.models import Dashboard
+from activity.services import reports
+
+PANEL_TEMPLATE = "admin/activity/dashboard_panel.html"
+VIEW_PERMISSION = "activity.view_dashboard"
+RUN_PERMISSION = "activity.run_jobs"
+
+
+def require(request: HttpRequest, permission: str) -> None:
+    if not request.user.has_perm(permission):
+        raise PermissionDenied(f"The activity dashboard needs the permission {permission}.")
+
+
+class RebuildReportForm(forms.Form):
+    report = forms.ChoiceField()
+    period = forms.ChoiceField(choices=[(period, period) for period in reports.PERIODS])
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["report"].choices = [(name, name) for name, _ in reports.catalogue()]
+
+
+def panel_context() -> dict[str, Any]:
+    found = figures.overview()
+    today = found.stats.day
+    return {
+        "overview": found,
+        "generated_at": utc(found.generated_at),
+        "active_chart": charts.bar_chart(
+            "Daily active users", [(d.day, d.active_users) for d in found.days], highlight=today
+        ),
+        "views_chart": charts.bar_chart(
+            "Daily page views", [(d.day, d.page_views) for d in found.days], highlight=today
+        ),
+        "report_url": reverse("report", kwargs={"name": "most-active"}),
+    }
+
+
+@admin.register(Dashboard)
+class DashboardAdmin(admin.ModelAdmin):
+    """The dashboard page as the model's changelist, plus the panel and the two actions."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(VIEW_PERMISSION)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        site, page = self.admin_site, self.admin_site.admin_view(self.changelist_view)
+        return [
+            path("", page, name="activity-dashboard"),
+            path("", page, name="activity_dashboard_changelist"),  # the admin index links to this name
+            path("panel/", site.admin_view(self.panel_view), name="activity-dashboard-panel"),
+            path("flush/", site.admin_view(self.flush_view), name="activity-dashboard-flush"),
+            path("rebuild/", site.admin_view(self.rebuild_view), name="activity-dashboard-rebuild"),
+        ]
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> TemplateResponse:
+        require(request, VIEW_PERMISSION)
+        context = {
+            **self.admin_site.each_context(request),
+            **panel_context(),
+            "title": "Activity dashboard",
+            "opts": self.model._meta,
+            "refresh_ms": int(conf.settings.DASHBOARD_REFRESH * 1000),
+            "rebuild_form": RebuildReportForm(initial={"report": "most-active", "period": "day"}),
+            "can_run_jobs": request.user.has_perm(RUN_PERMISSION),
+        }
+        return TemplateResponse(request, "admin/activity/dashboard.html", context)
+
+    def panel_view(self, request: HttpRequest) -> JsonResponse:
+        """The live part of the page, re-rendered for the page's refresh script.
+
+        JSON rather than an HTML page, so the middleware counts the poll as activity of the
+        staff user but not as a page view of their navigation session.
+        """
+        require(request, VIEW_PERMISSION)
+        return JsonResponse({"html": render_to_string(PANEL_TEMPLATE, panel_context(), request)})
+
+    @staticmethod
+    def queue(request: HttpRequest, task: str, what: str, *args: str) -> None:
+        """Queue ``task`` on Celery and tell the user so (or that the broker could not be reached)."""
+        try:
+            result = current_app.send_task(task, args=args)
+        except OperationalError as error:
+            messages.error(request, f"{what} was not queued: the Celery broker is unreachable ({error}).")
+            return
+        messages.success(request, f"{what} queued as Celery task {result.id}; a worker runs it shortly.")
+
+    @method_decorator(require_POST)
+    def flush_view(self, request: HttpRequest) -> HttpResponse:
+        require(request, RUN_PERMISSION)
+        self.queue(request, "activity.flush", "Flush of last-seen changes to the database")
+        return redirect(f"{self.admin_site.name}:activity-dashboard")
+
+    @method_decorator(require_POST)
+    def rebuild_view(self, request: HttpRequest) -> HttpResponse:
+        require(request, RUN_PERMISSION)
+        form = RebuildReportForm(request.POST)
+        if form.is_valid():
+            name, period = form.cleaned_data["report"], form.cleaned_data["period"]
+            self.queue(request, "activity.rebuild_report", f"Rebuild of report {name} ({period})", name, period)
+        else:
+            problems = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+            messages.error(request, f"No report rebuild queued ({problems}).")
+        return redirect(f"{self.admin_site.name}:activity-dashboard")

@@ -1,0 +1,71 @@
+"""The Celery beat schedule, built from settings. A site's Celery app installs it with one line,
+``app.on_after_configure.connect(install_beat_schedule)`` (docs: "Adding it to a site").
+
+It names tasks by string and imports no task module: Celery builds it before Django is set up.
+Each part of the service contributes a function returning its entries; ``beat_schedule`` merges
+them, so adding a job is one function plus one line in ``PARTS``. Every entry expires after its
+interval: a worker that was down does not come back to a pile of stale runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from celery import Celery
+from celery.schedules import crontab
+
+from activity import conf
+
+
+def every(task: str, seconds: float, **options: Any) -> dict[str, Any]:
+    """A beat entry running ``task`` every ``seconds``, expiring after one interval."""
+    return {"task": task, "schedule": float(seconds), "options": {"expires": float(seconds), **options}}
+
+
+def maintenance() -> dict[str, dict[str, Any]]:
+    return {
+        "activity-flush": every("activity.flush", conf.settings.FLUSH_INTERVAL),
+        "activity-prune": every("activity.prune", conf.settings.PRUNE_INTERVAL),
+        "activity-sweep": every("activity.sweep", conf.settings.SWEEP_INTERVAL),
+    }
+
+
+def rollup() -> dict[str, dict[str, Any]]:
+    # Five minutes after midnight UTC, so late events of the day are in; a second pass at 01:05
+    # harvests stragglers (reruns only add).
+    return {
+        "activity-rollup-previous-day": {
+            "task": "activity.rollup_day",
+            "schedule": crontab(minute=5, hour="0,1"),
+            "options": {"expires": 3600},
+        }
+    }
+
+
+def reports() -> dict[str, dict[str, Any]]:
+    return {"refresh-reports": every("activity.refresh_reports", conf.settings.REPORT_REFRESH_INTERVAL)}
+
+
+PARTS: list[Callable[[], dict[str, dict[str, Any]]]] = [maintenance, rollup, reports]
+
+
+def beat_schedule() -> dict[str, dict[str, Any]]:
+    """Every part's entries merged; a name defined twice is a mistake, so it raises."""
+    schedule: dict[str, dict[str, Any]] = {}
+    for part in PARTS:
+        entries = part()
+        clash = schedule.keys() & entries.keys()
+        if clash:
+            raise ValueError(f"beat entries defined twice: {sorted(clash)}")
+        schedule.update(entries)
+    return schedule
+
+
+def install_beat_schedule(sender: Celery, **kwargs: Any) -> None:
+    """``on_after_configure`` receiver: adds the app's entries to the Celery app's beat schedule.
+
+    Built once the configuration is read, so the intervals come from the settings in force; an
+    entry of the same name in the site's own schedule (``CELERY_BEAT_SCHEDULE``) wins.
+    """
+    sender.conf.beat_schedule = {**beat_schedule(), **(sender.conf.beat_schedule or {})}

@@ -1,0 +1,169 @@
+"""Audience figures: online now, active users, new and unique visitors, requests that were not
+people's (bots, machines), and the per-day rollup.
+
+The same figures serve ``GET /api/v1/stats/``, the dashboard, Python callers and the rollup job.
+Days are UTC days; weeks start on Monday; "this week" and "this month" run up to today.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from activity import calendar, clock, conf
+from activity.errors import DayOutOfRange
+from activity.models import DailyRollup
+from activity.services import locks, traffic
+from activity.store import actives as actives_store
+from activity.store import last_seen as last_seen_store
+from activity.store import sessions as sessions_store
+from activity.store import traffic as traffic_store
+from activity.store import visitors as visitors_store
+from activity.store.client import get_client
+from activity.store.daily import KEEP_DAYS, day_ttl, total
+
+ROLLUP_LOCK_TTL = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    day: date
+    online: int
+    active_day: int
+    active_week: int
+    active_month: int
+    new_visitors_day: int
+    unique_visitors_day: int
+    unique_visitors_week: int
+    unique_visitors_month: int
+    bots_day: int
+    machines_day: int
+
+    def as_api(self) -> dict[str, Any]:
+        """The body of ``GET /api/v1/stats/`` (API.md)."""
+        return {
+            "online": self.online,
+            "active": {"day": self.active_day, "week": self.active_week, "month": self.active_month},
+            "new_visitors": {"day": self.new_visitors_day},
+            "unique_visitors": {
+                "day": self.unique_visitors_day,
+                "week": self.unique_visitors_week,
+                "month": self.unique_visitors_month,
+            },
+            "bots": {"day": self.bots_day},
+            "machines": {"day": self.machines_day},
+            "day": self.day.isoformat(),
+        }
+
+
+NOT_PEOPLE = (traffic.BOT, traffic.MACHINE)
+# The DailyRollup fields a rollup writes (its day aside).
+ROLLUP_FIGURES = (
+    "active_users",
+    "sessions",
+    "page_views",
+    "new_visitors",
+    "unique_visitors",
+    "bot_requests",
+    "machine_requests",
+)
+
+
+def stats() -> Stats:
+    """Today's figures. One round trip: every read, the online count included, in one pipeline.
+
+    Unique visitors are the anonymous ones (a HyperLogLog) plus the active users: a signed-in
+    visitor is an active user, and counting them there keeps them out of any HyperLogLog.
+    """
+    now = clock.now()
+    day = calendar.day_of(now)
+    max_id = conf.settings.ACTIVE_BITMAP_MAX_ID
+    pipe = get_client().pipeline(transaction=False)
+    online_at = last_seen_store.queue_count_since(pipe, now - conf.settings.ONLINE_WINDOW)
+    reads = {
+        "active_day": actives_store.queue_active(pipe, "day", day, max_id),
+        "active_week": actives_store.queue_active(pipe, "week", day, max_id),
+        "active_month": actives_store.queue_active(pipe, "month", day, max_id),
+        "new_visitors_day": visitors_store.queue_new_visitors(pipe, day),
+        "anonymous_day": visitors_store.queue_unique(pipe, "day", day),
+        "anonymous_week": visitors_store.queue_unique(pipe, "week", day),
+        "anonymous_month": visitors_store.queue_unique(pipe, "month", day),
+    }
+    traffic_at = traffic_store.queue_read(pipe, day, NOT_PEOPLE)
+    results = pipe.execute()
+    figures = {name: total(results, indexes) for name, indexes in reads.items()}
+    bots, machines = (int(count or 0) for count in results[traffic_at])
+    return Stats(
+        day=day,
+        online=total(results, online_at),
+        active_day=figures["active_day"],
+        active_week=figures["active_week"],
+        active_month=figures["active_month"],
+        new_visitors_day=figures["new_visitors_day"],
+        unique_visitors_day=figures["anonymous_day"] + figures["active_day"],
+        unique_visitors_week=figures["anonymous_week"] + figures["active_week"],
+        unique_visitors_month=figures["anonymous_month"] + figures["active_month"],
+        bots_day=bots,
+        machines_day=machines,
+    )
+
+
+def _check_rollup_day(day: date, now: float) -> None:
+    if day > calendar.day_of(now) or day_ttl(day, now) <= 0:
+        raise DayOutOfRange(f"{day} is not between today and {KEEP_DAYS} days ago")
+
+
+def rollup_days(first: date, last: date) -> list[date]:
+    """The days from ``first`` to ``last`` included, each one ``rollup_day`` can still compute;
+    ``DayOutOfRange`` for a range that is empty or reaches beyond that, before anything is written."""
+    if last < first:
+        raise DayOutOfRange(f"the range ends ({last}) before it starts ({first})")
+    now = clock.now()
+    for day in (first, last):  # retention is a window of days: its two ends decide
+        _check_rollup_day(day, now)
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+
+def rollup_day(day: date) -> DailyRollup | None:
+    """Write ``day``'s figures to its ``DailyRollup`` row; None when another run holds the day's lock.
+
+    Idempotent and safe to retry: new-visitor counters are harvested (GETDEL) into per-day
+    accumulators in Redis, and the row gets the accumulators' totals, so a run that dies between the
+    harvest and the database write loses nothing, and a rerun writes the same (or later) figures.
+    Sessions started and page views come from the navigation-session counters of that day.
+    """
+    now = clock.now()
+    _check_rollup_day(day, now)
+    with locks.exclusive(f"rollup:{calendar.day_name(day)}", ROLLUP_LOCK_TTL) as acquired:
+        if not acquired:
+            return None
+        client = get_client()
+        pipe = client.pipeline(transaction=False)
+        new_at = visitors_store.queue_harvest(pipe, day, now)
+        active_at = actives_store.queue_active(pipe, "day", day, conf.settings.ACTIVE_BITMAP_MAX_ID)
+        unique_at = visitors_store.queue_unique(pipe, "day", day)
+        traffic_at = traffic_store.queue_read(pipe, day, NOT_PEOPLE)
+        results = pipe.execute()
+        bots, machines = (int(count or 0) for count in results[traffic_at])
+        sessions, page_views = sessions_store.day_counts(client, day)
+        row = DailyRollup(
+            day=day,
+            sessions=sessions,
+            page_views=page_views,
+            active_users=total(results, active_at),
+            new_visitors=total(results, new_at),
+            unique_visitors=total(results, unique_at) + total(results, active_at),
+            bot_requests=bots,
+            machine_requests=machines,
+            updated_at=timezone.now(),
+        )
+        DailyRollup.objects.bulk_create(
+            [row],
+            update_conflicts=True,
+            unique_fields=["day"],
+            update_fields=[*ROLLUP_FIGURES, "updated_at"],
+        )
+        return DailyRollup.objects.get(day=day)

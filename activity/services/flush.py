@@ -1,0 +1,142 @@
+"""The hand-over of last seen from Redis to the database, and its status for monitoring.
+
+``flush`` streams the changed members to the database in bounded batches: claim (an atomic move
+from "dirty" to "claimed" in the store's ``FlushQueue``), one bulk upsert that never moves
+``last_seen`` backwards, commit, then acknowledge. A worker killed anywhere in between leaves its
+claim behind; the reaper hands it back and the next run writes it again, which is harmless because
+the upsert keeps the greater value.
+
+A user erased meanwhile (``activity.services.privacy``) cannot come back through a flush: an erased member
+is never claimed, and one claimed before the erase is reported by the ack; either way the flush
+deletes the row it may have written (docs/privacy.md, "The flush race").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+
+from django.db import transaction
+from django.dispatch import Signal
+
+from activity import clock, conf, metrics
+from activity.managers import Upsert
+from activity.models import UserActivity
+from activity.services import locks
+from activity.store.client import get_client
+from activity.store.flush import Ack, FlushQueue
+
+log = logging.getLogger(__name__)
+
+# Sent on the flushing thread after each batch is claimed, before it is written, with ``batch``
+# (its number in the run, from 1) and ``size``: a hook for metrics, and for the tests that kill a
+# worker holding a claim.
+batch_claimed = Signal()
+
+
+@dataclass(frozen=True, slots=True)
+class FlushResult:
+    flushed: int
+    batches: int
+    reaped: int
+    remaining: int  # changes still waiting when the run stopped (its time budget ran out)
+
+
+@dataclass(frozen=True, slots=True)
+class FlushStatus:
+    backlog: int  # members whose latest change has not been acknowledged as written
+    claimed: int  # of which claimed by a running (or dead, until reaped) flush
+    lag: float  # seconds since the oldest unflushed change (0 when nothing waits)
+
+    def as_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    claim_time: str
+    user_ids: list[str]
+    upsert: Upsert | None
+    erased: list[str]  # tombstoned members popped with the batch: their rows are deleted
+
+
+def _claim(queue: FlushQueue, batch_size: int) -> _Batch | None:
+    """Claim the next batch and build its upsert; None when nothing waits."""
+    claim = queue.claim(clock.now(), batch_size)
+    if not claim.rows and not claim.erased:
+        return None
+    user_ids = [user_id for user_id, _ in claim.rows]
+    upsert = UserActivity.objects.build_upsert(claim.rows) if claim.rows else None
+    return _Batch(claim.claim_time, user_ids, upsert, claim.erased)
+
+
+def _delete_rows(user_ids: list[str]) -> None:
+    if user_ids:
+        UserActivity.objects.filter(user_id__in=user_ids).delete()
+
+
+def _settle(queue: FlushQueue, acked: Ack) -> None:
+    """Members erased after their claim: delete the rows just written, then drop their claims."""
+    if acked.erased:
+        _delete_rows(acked.erased)
+        queue.forget(acked.erased)
+
+
+def reap_stale_claims(age: float | None = None) -> int:
+    """Hand back claims older than ``age`` seconds, by default a job's lock TTL: their flush has died
+    or been killed by then. ``age=0`` hands back every claim: an interrupted run holding the flush's
+    lock returns its own (rewriting a row is harmless), so a rerun finishes at once."""
+    age = locks.job_ttl() if age is None else age
+    return FlushQueue(get_client()).reap(clock.now() - age, conf.settings.FLUSH_BATCH)
+
+
+def flush(batch_size: int | None = None, budget: float | None = None) -> FlushResult:
+    """Write every unflushed change to the database, ``batch_size`` members per transaction.
+
+    The Redis side runs one step ahead on a helper thread: while the database writes batch N, the
+    thread acknowledges batch N-1 and claims and builds batch N+1, so the run costs about the
+    database's time rather than the sum of both. Memory is bounded by two batches whatever the
+    backlog; a run killed anywhere leaves at most two claims, which the reaper hands back. The
+    run stops taking new batches after ``budget`` seconds (default: half a job's lock TTL) so it
+    ends well inside its lock; the next run carries on. Call it under ``locks.exclusive_job("flush")``.
+    """
+    batch_size = batch_size or conf.settings.FLUSH_BATCH
+    budget = locks.job_ttl() / 2 if budget is None else budget
+    deadline = time.monotonic() + budget
+    queue = FlushQueue(get_client())
+    reaped = reap_stale_claims()
+    flushed = batches = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flush-redis") as redis_side:
+        claiming: Future[_Batch | None] | None = redis_side.submit(_claim, queue, batch_size)
+        acking: Future[Ack] | None = None
+        while claiming is not None and (batch := claiming.result()) is not None:
+            batches += 1
+            batch_claimed.send(sender=flush, batch=batches, size=len(batch.user_ids))
+            claiming = redis_side.submit(_claim, queue, batch_size) if time.monotonic() < deadline else None
+            with transaction.atomic():
+                if batch.upsert is not None:
+                    batch.upsert.execute()
+                _delete_rows(batch.erased)
+            metrics.FLUSH_ROWS.inc(len(batch.user_ids))
+            if acking is not None:
+                _settle(queue, acking.result())  # also surfaces a failed ack before queueing the next
+            acking = redis_side.submit(queue.ack, batch.claim_time, batch.user_ids, clock.now())
+            flushed += len(batch.user_ids)
+        if acking is not None:
+            _settle(queue, acking.result())
+    remaining = queue.backlog()
+    log.info("flush: %d members in %d batches, %d reaped, %d waiting", flushed, batches, reaped, remaining.dirty)
+    return FlushResult(flushed=flushed, batches=batches, reaped=reaped, remaining=remaining.dirty)
+
+
+def status() -> FlushStatus:
+    """Backlog size and flush lag, for ``/healthz`` and monitoring. One Redis round trip.
+
+    Lag counts from the first unflushed change of a waiting member and from the claim time of a
+    claimed one (a claim is at most one batch old unless its flush died, when the reaper resets it).
+    """
+    backlog = FlushQueue(get_client()).backlog()
+    lag = 0.0 if backlog.oldest is None else max(0.0, clock.now() - backlog.oldest)
+    return FlushStatus(backlog=backlog.dirty + backlog.claimed, claimed=backlog.claimed, lag=round(lag, 3))

@@ -1,0 +1,157 @@
+"""Group views: members of a Django auth group, most recently seen first (service layer).
+
+Reads page through a materialized view in Redis (one round trip once warm); last-seen updates
+reach the views that exist (``propagate``, called by ``activity.services.ingest``); membership
+changes drop the affected views (``drop_views``) once they commit, through the Django signals that
+``connect_signals`` connects: group membership in both directions, clears, and user and group
+deletes. A Redis outage there must not fail the admin's save: it is logged, and the views correct
+themselves at their TTL.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+from django.db.models.signals import m2m_changed, post_delete, pre_delete
+
+from activity import conf
+from activity.errors import StoreUnavailable
+from activity.store import groups as store
+from activity.store import last_seen as last_seen_store
+from activity.store.client import get_client
+
+logger = logging.getLogger("activity.services.groups")
+
+BUILD_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class MembersPage:
+    group: int
+    count: int
+    rows: list[tuple[str, float | None]]  # (user, last seen or None for never seen)
+
+
+def _rows(raw: Iterable[tuple[str, float]]) -> list[tuple[str, float | None]]:
+    return [(user, None if score == store.NEVER else score) for user, score in raw]
+
+
+def _members(group_id: int) -> list[str] | None:
+    """The group's member ids from the database, or None when there is no such group."""
+    members = [str(pk) for pk in get_user_model().objects.filter(groups__id=group_id).values_list("pk", flat=True)]
+    if not members and not Group.objects.filter(pk=group_id).exists():
+        return None
+    return members
+
+
+def members_page(group_id: int, offset: int, limit: int) -> MembersPage | None:
+    """A page of a group's members, most recently seen first; None when the group does not exist.
+
+    Warm: one round trip. Cold: the view is built (one query, one ZMSCORE, one MULTI) and then a
+    catch-up ZMSCORE re-applies any last seen that moved while building, so the view is exact.
+    """
+    client = get_client()
+    settings = conf.settings
+    scores: dict[str, float | None] = {}
+    for _ in range(BUILD_ATTEMPTS):
+        count, rows, seen_epoch = store.read_page(client, group_id, offset, offset + limit - 1)
+        if count:
+            return MembersPage(group_id, count, _rows(rows))
+        members = _members(group_id)
+        if members is None:
+            return None
+        if not members:
+            return MembersPage(group_id, 0, [])
+        scores = last_seen_store.get_many(client, members)
+        if store.build(client, group_id, scores, seen_epoch, settings.GROUP_VIEW_TTL):
+            _catch_up(client, group_id, scores)
+    # The view vanished again (a TTL shorter than a build) or membership kept changing: answer
+    # from the last build's scores, in the view's order (score, then member, descending).
+    ranked = sorted(((u, store.NEVER if s is None else s) for u, s in scores.items()), key=lambda r: (r[1], r[0]))
+    ranked.reverse()
+    return MembersPage(group_id, len(ranked), _rows(ranked[offset : offset + limit]))
+
+
+def _catch_up(client, group_id: int, built: Mapping[str, float | None]) -> None:
+    """Apply last seen that moved between the build's ZMSCORE and its publish (then the view missed it).
+
+    An update whose last-seen write lands after this read also lands after the publish, so it
+    finds the view and is applied by ``propagate``: together they leave nothing out.
+    """
+    now = last_seen_store.get_many(client, built)
+    moved = {user: ts for user, ts in now.items() if ts is not None and ts != built[user]}
+    if moved:
+        settings = conf.settings
+        store.upsert(client, {group_id: moved}, settings.GROUP_VIEW_STRATEGY, settings.GROUP_VIEW_TTL_MARGIN)
+
+
+def propagate(latest: Mapping[str, float], groups_of: Mapping[str, Iterable[str]]) -> int:
+    """Apply a batch's last seen to the views of its users' groups that exist (none is created).
+
+    ``groups_of`` is each user's group index as read in the batch's own round trip. Scores are
+    the batch's; ZADD GT keeps a view's score the maximum ever applied, which is the last seen.
+    """
+    updates: dict[int, dict[str, float]] = {}
+    for user, group_ids in groups_of.items():
+        for group_id in group_ids:
+            updates.setdefault(int(group_id), {})[user] = latest[user]
+    if not updates:
+        return 0
+    settings = conf.settings
+    return store.upsert(get_client(), updates, settings.GROUP_VIEW_STRATEGY, settings.GROUP_VIEW_TTL_MARGIN)
+
+
+def drop_views(group_ids: Iterable[int], removed: Iterable[tuple[int, str]] = ()) -> None:
+    """Drop the views of groups whose membership changed; the next read rebuilds them. One round trip."""
+    store.drop(get_client(), group_ids, removed, conf.settings.GROUP_VIEW_TTL)
+
+
+def _after_commit(group_ids: Iterable[int], removed: Iterable[tuple[int, str]]) -> None:
+    group_ids, removed = list(group_ids), list(removed)
+
+    def drop() -> None:
+        try:
+            drop_views(group_ids, removed)
+        except StoreUnavailable as error:
+            logger.warning(
+                "Group views %s not dropped (Redis unavailable: %s); they expire at their TTL", group_ids, error
+            )
+
+    if group_ids:
+        transaction.on_commit(drop)
+
+
+def on_membership_change(sender, instance, action, reverse, model, pk_set, **kwargs) -> None:
+    """m2m_changed on User.groups: ``reverse`` means the change came from ``group.user_set``."""
+    if action == "pre_clear":
+        # pk_set is None on clear: remember who was there before the rows go.
+        related = instance.user_set if reverse else instance.groups
+        instance._activity_cleared = set(related.values_list("pk", flat=True))
+        return
+    if action not in ("post_add", "post_remove", "post_clear"):
+        return
+    pks = instance.__dict__.pop("_activity_cleared", set()) if action == "post_clear" else pk_set or set()
+    pairs = [(instance.pk, str(pk)) for pk in pks] if reverse else [(pk, str(instance.pk)) for pk in pks]
+    _after_commit({group_id for group_id, _ in pairs}, pairs if action != "post_add" else [])
+
+
+def on_user_deleted(sender, instance, **kwargs) -> None:
+    """Deleting a user cascades its membership rows without m2m_changed: drop its groups' views."""
+    group_ids = list(instance.groups.values_list("pk", flat=True))
+    _after_commit(group_ids, [(group_id, str(instance.pk)) for group_id in group_ids])
+
+
+def on_group_deleted(sender, instance, **kwargs) -> None:
+    _after_commit([instance.pk], [])
+
+
+def connect_signals() -> None:
+    user_model = get_user_model()
+    m2m_changed.connect(on_membership_change, sender=user_model.groups.through, dispatch_uid="activity.groups.m2m")
+    pre_delete.connect(on_user_deleted, sender=user_model, dispatch_uid="activity.groups.user_deleted")
+    post_delete.connect(on_group_deleted, sender=Group, dispatch_uid="activity.groups.group_deleted")

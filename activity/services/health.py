@@ -1,0 +1,65 @@
+"""The service's health and metrics: what ``/healthz`` and ``/metrics`` report.
+
+``status`` says whether Redis takes a write and the database answers. ``exposition`` is the
+Prometheus text of the service's counters: in multiprocess mode (``PROMETHEUS_MULTIPROC_DIR`` set, as
+``make run`` does) one scrape of any web worker sums every process's counters, Celery's included.
+Flush backlog and lag are read from Redis at scrape time (one round trip), never kept in a process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from django.db import DatabaseError, connection
+from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import REGISTRY, Collector
+
+from activity import clock
+from activity.errors import StoreUnavailable
+from activity.services import flush
+from activity.store import health as store
+from activity.store.client import get_client
+
+
+def status() -> dict[str, str]:
+    """``ok`` or the error for each part the service needs (Redis, the database); on a Redis
+    Cluster also ``redis_cluster``, the cluster's state."""
+    parts: dict[str, str] = {}
+    try:
+        state = store.probe(get_client(), clock.now())
+        parts["redis"] = "ok"
+        if state is not None:
+            parts["redis_cluster"] = state
+    except StoreUnavailable as error:
+        parts["redis"] = f"unavailable: {error}"
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        parts["database"] = "ok"
+    except DatabaseError as error:
+        parts["database"] = f"unavailable: {error}"
+    return parts
+
+
+class FlushCollector(Collector):
+    """Flush backlog and lag as gauges, read from Redis when scraped."""
+
+    def collect(self) -> Iterator[Metric]:
+        found = flush.status()
+        yield GaugeMetricFamily("activity_flush_backlog", "Users whose last seen waits for the flush.", found.backlog)
+        yield GaugeMetricFamily("activity_flush_lag_seconds", "Age of the oldest change not yet flushed.", found.lag)
+
+
+def exposition() -> bytes:
+    """Every process's counters in multiprocess mode (this process's otherwise), then the flush
+    gauges read now."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        counters = CollectorRegistry()
+        multiprocess.MultiProcessCollector(counters)
+    else:
+        counters = REGISTRY
+    gauges = CollectorRegistry()
+    gauges.register(FlushCollector())
+    return generate_latest(counters) + generate_latest(gauges)

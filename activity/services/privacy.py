@@ -1,0 +1,216 @@
+"""Erase and export one user everywhere: Redis (every key family) and the database.
+
+Every entry point uses these two functions: ``DELETE /api/v1/users/<user>/activity/``, the
+``activity_erase`` management command, the admin action on the user activity list, and the
+deletion of a Django user (``post_delete``, after the transaction commits).
+
+Where a user's data can be is worked out here from the settings and the calendar, never found by
+SCAN: per-user keys are named by the id; per-period page statistics exist only for the periods
+their retention still covers (page views dated older are not recorded, ``services.record_events``);
+active-user bitmaps only for the days, weeks and months of the audience retention. So an erase
+costs a bounded number of commands however many users there are (docs/privacy.md).
+
+An erase tombstones the id for ``ACTIVITY_ERASE_TOMBSTONE_TTL`` seconds in every slot whose writes
+check (last seen, page views, active users, first visits): a late event is skipped, and a flush
+that claimed the user before the erase deletes the row it writes (``activity.services.flush``).
+HyperLogLogs cannot forget: a user whose id is not a small integer stays inside the active-user
+HyperLogLog registers of their days, weeks and months until those keys expire.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from celery import current_app
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from activity import calendar, clock, conf
+from activity.errors import StoreUnavailable
+from activity.events import iso
+from activity.managers import account_candidates
+from activity.models import UserActivity
+from activity.services import groups, rate_limits, reports
+from activity.store import actives as actives_store
+from activity.store import last_seen as last_seen_store
+from activity.store import privacy as store
+from activity.store import visitors as visitors_store
+from activity.store.client import get_client
+from activity.store.daily import KEEP_DAYS
+
+logger = logging.getLogger("activity.services.privacy")
+
+
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    user: str
+    traces: int  # Redis keys deleted, members removed and bits cleared
+    rows: int  # database rows deleted
+    groups: int  # group views dropped (rebuilt without the user's activity at the next read)
+
+
+def tombstone_ttl() -> int:
+    """Seconds an erased id stays tombstoned: the setting, but never less than a dead flush's claim
+    takes to come back (reaped past a job lock's TTL, then claimed by the next run)."""
+    settings = conf.settings
+    return max(int(settings.ERASE_TOMBSTONE_TTL), 2 * int(settings.JOB_LOCK_TTL) + int(settings.FLUSH_INTERVAL))
+
+
+def _days(first: date, last: date) -> list[date]:
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+
+def page_periods(now: float) -> list[str]:
+    """The periods whose per-user page statistics may still exist at ``now``.
+
+    A view is recorded only if dated at most ``PAGE_STATS_DAYS`` days before its write, and its
+    day's keys live ``PAGE_STATS_DAYS`` days after their last write (a week's 7 more): so a day's
+    exist only back to twice that, a week's 7 days further; ahead, as far as the allowed skew.
+    """
+    stats = conf.settings.PAGE_STATS_DAYS
+    today, ahead = calendar.day_of(now), calendar.day_of(now + conf.settings.MAX_FUTURE_SKEW)
+    days = [calendar.period_name("day", day) for day in _days(today - timedelta(days=2 * stats), ahead)]
+    weeks = {calendar.period_name("week", day) for day in _days(today - timedelta(days=2 * stats + 7), ahead)}
+    return days + sorted(weeks)
+
+
+def audience_days(now: float) -> list[date]:
+    """The days whose active-user keys may still exist at ``now`` (``KEEP_DAYS`` back, skew ahead)."""
+    today, ahead = calendar.day_of(now), calendar.day_of(now + conf.settings.MAX_FUTURE_SKEW)
+    return _days(today - timedelta(days=KEEP_DAYS), ahead)
+
+
+def _where(user: str, now: float) -> store.Where:
+    settings = conf.settings
+    visitor = visitors_store.user_visitor_id(user)
+    visitor_hash, visitor_tombstones = visitors_store.visitor_home(visitor, settings.VISITOR_PARTITION_BITS)
+    periods = page_periods(now)
+    days = audience_days(now)
+    day_bitmaps = [(calendar.day_name(day), actives_store.BITS[0](calendar.day_name(day))) for day in days]
+    by_period = dict(zip(calendar.PERIODS, actives_store.BITS, strict=True))
+    longer = {by_period[period](calendar.name_of(period, day)) for day in days for period in ("week", "month")}
+    return store.Where(
+        user=user,
+        bit=actives_store.bitmap_offset(user, settings.ACTIVE_BITMAP_MAX_ID),
+        visitor_hash=visitor_hash,
+        visitor_tombstones=visitor_tombstones,
+        visitor=visitor,
+        page_periods=periods,
+        report_copies=reports.copies_of(periods),
+        bitmaps=[bitmap for _, bitmap in day_bitmaps] + sorted(longer),
+        day_bitmaps=day_bitmaps,
+        rate_counters=rate_limits.user_counters(user),
+    )
+
+
+def account(user: str) -> Any | None:
+    """The Django user whose pk this id spells (``str(pk) == user``), or None."""
+    candidate = account_candidates([user])[0]
+    return None if candidate is None else get_user_model().objects.filter(pk=candidate).first()
+
+
+def is_known(user: str) -> bool:
+    """Whether anything is known of ``user``: a Django user, a database row or a last seen. One
+    query or two, and one Redis command at most."""
+    if account(user) is not None or UserActivity.objects.filter(user_id=user).exists():
+        return True
+    return last_seen_store.get(get_client(), user) is not None
+
+
+def erase(user: str) -> Erasure:
+    """Remove ``user`` from every structure in Redis and from the database, and tombstone the id.
+
+    Redis first (one round trip, then one to drop the group views that indexed the user), so the
+    tombstone is in place before the database row goes: a flush racing the erase sees it. The
+    group views of the user's Django groups are dropped too, discarding any build in flight that
+    read the user's last seen before the erase. Idempotent; raises ``StoreUnavailable`` (retry).
+    """
+    now = clock.now()
+    traces, indexed = store.erase(get_client(), _where(user, now), now, now + tombstone_ttl())
+    group_ids = {int(group_id) for group_id in indexed}
+    found = account(user)
+    if found is not None and hasattr(found, "groups"):
+        group_ids.update(found.groups.values_list("pk", flat=True))
+    if group_ids:
+        groups.drop_views(group_ids, [(group_id, user) for group_id in group_ids])
+    rows, _ = UserActivity.objects.filter(user_id=user).delete()
+    logger.info("erased user %s: %d traces in Redis, %d rows, %d group views", user, traces, rows, len(group_ids))
+    return Erasure(user=user, traces=traces, rows=rows, groups=len(group_ids))
+
+
+def erase_after_commit(user: str) -> None:
+    """Erase ``user`` once the current transaction commits (a deleted Django user); when Redis
+    cannot serve then, queue the Celery task, which retries."""
+
+    def run() -> None:
+        try:
+            erase(user)
+        except StoreUnavailable as error:
+            logger.warning("erase of %s queued: Redis unavailable (%s)", user, error)
+            current_app.send_task("activity.erase_user", args=[user])
+
+    transaction.on_commit(run)
+
+
+def erase_deleted_user(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """``post_delete`` of the user model: erase the user's activity everywhere."""
+    erase_after_commit(str(instance.pk))
+
+
+def _day(number: int | None) -> str | None:
+    return None if number is None else (calendar.EPOCH + timedelta(days=number)).isoformat()
+
+
+def export(user: str) -> dict[str, Any] | None:
+    """Everything stored about ``user`` (the body of ``GET /api/v1/users/<user>/activity/export/``),
+    or None when nothing is. One Redis round trip and one query."""
+    now = clock.now()
+    found = store.footprint(get_client(), _where(user, now))
+    row = UserActivity.objects.filter(user_id=user).first()
+    stored = found.last_seen is not None or found.session or found.page_views or row is not None
+    if not stored and account(user) is None:
+        return None
+    seen = found.last_seen
+    return {
+        "user": user,
+        "exported_at": iso(now),
+        "last_seen": None
+        if seen is None
+        else {
+            "ts": seen,
+            "at": iso(seen),
+            "online": seen >= now - conf.settings.ONLINE_WINDOW,
+            "unflushed_since": found.unflushed_since,
+            "claimed_at": found.claimed_at,
+        },
+        "session": None
+        if not found.session
+        else {
+            "expires_in": found.session_expires_in,
+            "pages": [{"path": path, "ts": ts, "at": iso(ts)} for path, ts in found.session],
+        },
+        "display_name": found.display_name,
+        "former_names": found.former_names,
+        "page_views": [
+            {"period": "day" if period.startswith("d:") else "week", "name": period[2:], "views": views}
+            for period, views in found.page_views.items()
+        ],
+        "groups": [int(group_id) for group_id in found.groups],
+        "active_days": None
+        if found.active_days is None
+        else [f"{day[:4]}-{day[4:6]}-{day[6:]}" for day in found.active_days],
+        "first_visit": _day(found.first_visit_day),
+        "erased_until": iso(found.tombstone) if found.tombstone is not None and found.tombstone > now else None,
+        "database": None
+        if row is None
+        else {
+            "user_id": row.user_id,
+            "account": None if row.account_id is None else str(row.account_id),
+            "first_seen": row.first_seen.isoformat(),
+            "last_seen": row.last_seen.isoformat(),
+            "updated_at": row.updated_at.isoformat(),
+        },
+    }

@@ -1,0 +1,56 @@
+"""Navigation sessions and page-view statistics: what each user is browsing now, and each day's pages.
+
+A session is the user's latest pages, kept while they keep browsing (``ACTIVITY_SESSION_WINDOW``);
+page views are recorded with the rest of a batch (``activity.services.ingest``).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from activity import conf
+from activity.store import sessions as store
+from activity.store.client import get_client
+from activity.store.sessions import SessionPage
+
+
+def page_path(path: str | None) -> str | None:
+    """The path a page view records, or None when it records none (no path, or an excluded prefix).
+
+    The query string is dropped unless ``ACTIVITY_SESSION_KEEP_QUERY``: it often carries tokens and
+    would split one page's counts across many variants.
+    """
+    if path is None:
+        return None
+    if not conf.settings.SESSION_KEEP_QUERY:
+        path = path.split("?", 1)[0]
+    if path.startswith(conf.settings.SESSION_EXCLUDE_PATHS):
+        return None
+    return path
+
+
+def page(user: str, page: int = 1, page_size: int = 20) -> SessionPage | None:
+    """One page of the user's current navigation session, most recent first; None when the user has
+    no live session. One round trip; reads only that page (LRANGE), never the whole list."""
+    return store.page(get_client(), user, page, page_size)
+
+
+def current(user: str) -> list[tuple[str, float]]:
+    """Every page of the user's current session as (path, ts), most recent first; [] when none."""
+    found = store.page(get_client(), user, 1, conf.settings.SESSION_MAX_PAGES)
+    return [] if found is None else found.views
+
+
+def started(day: date) -> int:
+    """Navigation sessions started on ``day`` (UTC), while its statistics are kept."""
+    return store.day_counts(get_client(), day)[0]
+
+
+def page_views(day: date) -> int:
+    """Page views recorded on ``day`` (UTC), while its statistics are kept."""
+    return store.day_counts(get_client(), day)[1]
+
+
+def top_paths(day: date, n: int = 10) -> list[tuple[str, int]]:
+    """The ``n`` most viewed paths on ``day`` (UTC) with their view counts, most viewed first."""
+    return store.top_paths(get_client(), day, n)

@@ -1,0 +1,206 @@
+"""The tracking middleware's activity, sent to Redis in batches by one thread per process.
+
+Sent request by request, a tracked page costs its request a round trip and Redis one call of each
+script per view, whose fixed part outweighs the view's own work (``bench.reports_scale``: a page
+view costs Redis 3x more in a call of its own than in a call of 100). So with
+``ACTIVITY_TRACK_BATCH_MS`` above 0 the middleware only appends the request's activity here (a lock
+and a list append), and a daemon thread sends a batch ``ACTIVITY_TRACK_BATCH_MS`` after its first
+entry arrived, or as soon as ``ACTIVITY_TRACK_BATCH_SIZE`` entries wait: one
+``services.record_events`` call per kind of traffic, so one round trip and one call of each script
+for the whole batch. Order within a batch does not matter: last seen only moves forward, and a
+session's views are sorted by time.
+
+What it costs: activity reaches Redis up to ``ACTIVITY_TRACK_BATCH_MS`` later (or, when that time
+ends during the previous batch's send, right after it), and a process killed outright (SIGKILL, the
+OOM killer) loses what it had not sent, at most that long of its requests. A process that exits
+normally sends the rest first (``atexit``). At most ``ACTIVITY_TRACK_BUFFER_MAX``
+entries wait; past that (Redis slow or away) the oldest are dropped and counted
+(``activity_track_dropped``). When Redis refuses a batch, it and what waited behind it are dropped
+as the middleware's own failures are: logged, counted, and tracking paused for
+``ACTIVITY_FAIL_OPEN_BACKOFF`` seconds (so a process exiting while Redis is away pays one timeout).
+With ``ACTIVITY_TRACK_BATCH_MS`` = 0 each request records its own activity before its response
+returns.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from activity import conf, metrics
+from activity.errors import StoreUnavailable
+from activity.events import Event
+from activity.services import ingest
+
+logger = logging.getLogger("activity.services.tracking")
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """One tracked request: a signed-in user's event (and username), or an anonymous visit."""
+
+    kind: str
+    event: Event | None = None
+    name: str = ""
+    visitor: tuple[str, float] | None = None
+
+
+@dataclass
+class _Kind:
+    """A batch's requests of one kind of traffic, as ``record_events`` takes them."""
+
+    events: list[Event] = field(default_factory=list)
+    visitors: list[tuple[str, float]] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)
+    requests: int = 0
+
+
+def send(entries: list[Activity]) -> None:
+    """Record ``entries`` now: one ``record_events`` call per kind of traffic, one round trip.
+    Raises ``StoreUnavailable``."""
+    kinds: dict[str, _Kind] = {}
+    for entry in entries:
+        batch = kinds.setdefault(entry.kind, _Kind())
+        batch.requests += 1
+        if entry.event is not None:
+            batch.events.append(entry.event)
+            batch.names[entry.event.user] = entry.name
+        if entry.visitor is not None:
+            batch.visitors.append(entry.visitor)
+    for kind, batch in kinds.items():
+        ingest.record_events(batch.events, batch.visitors, batch.names, kind=kind, requests=batch.requests)
+
+
+class Batches:
+    """The waiting entries and the thread that sends them; started in the process that first adds
+    (a forked child starts afresh: what its parent had waiting is the parent's to send)."""
+
+    def __init__(self, failed: Callable[[StoreUnavailable], None]) -> None:
+        self._failed = failed
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+        atexit.register(self.flush)
+
+    def _reset(self) -> None:
+        self._ready = threading.Condition()
+        self._sending = threading.Lock()  # one sender at a time: the thread, or a flush
+        self._waiting: deque[Activity] = deque()
+        self._since = 0.0  # when the oldest waiting entry's batch time began (time.monotonic)
+        self._thread: threading.Thread | None = None
+
+    def add(self, entry: Activity) -> None:
+        with self._ready:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="activity-track-batches", daemon=True)
+                self._thread.start()
+            self._waiting.append(entry)
+            if len(self._waiting) == 1:
+                self._since = time.monotonic()
+            while len(self._waiting) > conf.settings.TRACK_BUFFER_MAX:
+                self._waiting.popleft()
+                metrics.TRACK_DROPPED.inc()
+            if len(self._waiting) in (1, conf.settings.TRACK_BATCH_SIZE):  # a batch begins, or is full
+                self._ready.notify()
+
+    def waiting(self) -> int:
+        with self._ready:
+            return len(self._waiting)
+
+    def flush(self) -> None:
+        """Send everything waiting now, in batches of ``ACTIVITY_TRACK_BATCH_SIZE``."""
+        with self._sending:
+            while self._send_batch():
+                pass
+
+    def _run(self) -> None:
+        """Wait for a first entry, then until its batch time has passed or the batch is full, and
+        send one batch. What arrives during that send waits out its own batch time: sending it at
+        once, as the next batch, made a stream of batches of one or two entries on a busy process,
+        each costing about as much as twenty entries of a full one. When someone else sent the
+        entries meanwhile (``flush``), the next entry starts a new batch time."""
+        while True:
+            with self._ready:
+                self._ready.wait_for(lambda: self._waiting)
+                left = self._since + conf.settings.TRACK_BATCH_MS / 1000 - time.monotonic()
+                self._ready.wait_for(
+                    lambda: not self._waiting or len(self._waiting) >= conf.settings.TRACK_BATCH_SIZE,
+                    timeout=max(left, 0.0),
+                )
+                if not self._waiting:
+                    continue
+            with self._sending:
+                self._send_batch()
+
+    def _send_batch(self) -> bool:
+        """Send one batch; False when nothing was waiting, or when Redis refused it (then what
+        waited behind it is dropped too)."""
+        with self._ready:
+            size = min(len(self._waiting), conf.settings.TRACK_BATCH_SIZE)
+            batch = [self._waiting.popleft() for _ in range(size)]
+            self._ready.notify()  # a thread waiting for this batch's time need wait no more
+        if not batch:
+            return False
+        try:
+            send(batch)
+        except StoreUnavailable as error:
+            with self._ready:  # the rest would fail alike: dropped now, not tried batch after batch
+                metrics.TRACK_DROPPED.inc(len(batch) + len(self._waiting))
+                self._waiting.clear()
+            self._failed(error)
+            return False
+        except Exception:  # the thread outlives any one batch; the error is the batch's to report
+            logger.exception("a batch of %d tracked requests was not recorded", len(batch))
+        return True
+
+
+class FailOpen:
+    """Counts Redis failures and says whether tracking is paused after the latest one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.failures = 0
+        self.skipped = 0
+        self._paused_until = 0.0
+
+    def paused(self) -> bool:
+        if time.monotonic() < self._paused_until:
+            with self._lock:
+                self.skipped += 1
+            return True
+        return False
+
+    def failed(self, error: Exception) -> None:
+        metrics.FAIL_OPEN_PAUSES.inc()
+        with self._lock:
+            self.failures += 1
+            self._paused_until = time.monotonic() + conf.settings.FAIL_OPEN_BACKOFF
+        logger.warning(
+            "Activity tracking paused for %ss: Redis unavailable (%s)", conf.settings.FAIL_OPEN_BACKOFF, error
+        )
+
+    def reset(self) -> None:
+        with self._lock:
+            self.failures = self.skipped = 0
+            self._paused_until = 0.0
+
+
+fail_open = FailOpen()
+batches = Batches(failed=fail_open.failed)
+
+
+def record(activity: Activity) -> None:
+    """Hand a tracked request's activity over: to the batches, or with ``ACTIVITY_TRACK_BATCH_MS``
+    = 0 straight to Redis (a failure then pauses tracking here)."""
+    if conf.settings.TRACK_BATCH_MS > 0:
+        batches.add(activity)
+        return
+    try:
+        send([activity])
+    except StoreUnavailable as error:
+        fail_open.failed(error)

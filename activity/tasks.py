@@ -1,0 +1,129 @@
+"""The app's Celery tasks: thin over its services, idempotent, and retried while Redis is away.
+
+A task whose work raised ``StoreUnavailable`` (Redis restarting, failing over, refusing writes) is
+retried with exponential backoff; any other error is the task's own and is not. Tasks are
+acknowledged only once they ran (``acks_late``), so a worker killed mid-task leaves the message to
+another worker: every task is idempotent, and each says why. The scheduled jobs run under their job
+lock (two workers or two beat instances never run one job at once), skip when the job is busy, and
+end before their lock can expire. Their beat schedule is ``activity.schedule``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import date, timedelta
+from typing import Any
+
+from celery import Task, shared_task
+
+from activity import calendar, clock, conf
+from activity.errors import StoreUnavailable
+from activity.events import clean_events, clean_user
+from activity.services import audience, ingest, locks, privacy, reports
+from activity.services import flush as flush_service
+from activity.services import last_seen as last_seen_service
+from activity.services import sweep as sweep_service
+
+
+def while_redis_is_away(max_retries: int | None, backoff_max: int = 300) -> dict[str, Any]:
+    """``shared_task`` options: retried ``max_retries`` times (None: until Redis is back), waiting
+    at most ``backoff_max`` seconds between two tries."""
+    return {
+        "autoretry_for": (StoreUnavailable,),
+        "retry_backoff": True,
+        "retry_backoff_max": backoff_max,
+        "max_retries": max_retries,
+        "acks_late": True,
+    }
+
+
+@shared_task(name="activity.record_events", **while_redis_is_away(max_retries=10, backoff_max=60))
+def record_events(events: list[dict[str, Any]]) -> dict[str, int]:
+    """Record a batch of events (dicts as in ``POST /api/v1/events/``).
+
+    A bad batch raises ``InvalidBatch`` (the API's error shape as JSON) and is not retried: it
+    stays bad however often it runs. Replaying a good one is harmless: last seen only ever moves
+    forward. Give each event a ``ts`` when sending, so a retry records the time of the event
+    rather than the time of the retry.
+    """
+    result = ingest.record_events(clean_events(events))
+    return {"accepted": result.accepted, "last_seen_updated": result.last_seen_updated}
+
+
+SOFT_TIME_LIMIT, TIME_LIMIT = locks.job_time_limits()
+JOB_OPTIONS: dict[str, Any] = {
+    **while_redis_is_away(max_retries=3, backoff_max=600),
+    "soft_time_limit": SOFT_TIME_LIMIT,
+    "time_limit": TIME_LIMIT,
+    "bind": True,
+}
+
+
+def run_exclusive(task: Task, job: str, body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run ``body`` under the job's lock; a busy lock means another run has it: skip."""
+    worker = task.request.hostname
+    with locks.exclusive_job(job) as acquired:
+        if not acquired:
+            return {"job": job, "ran": False, "worker": worker}
+        started = clock.now()
+        outcome = body()
+        finished = clock.now()
+    return {"job": job, "ran": True, "worker": worker, "started": started, "finished": finished, **outcome}
+
+
+@shared_task(name="activity.flush", **JOB_OPTIONS)
+def flush(self: Task) -> dict[str, Any]:
+    """Write last-seen changes to the database (every ``ACTIVITY_FLUSH_INTERVAL`` seconds)."""
+    return run_exclusive(self, "flush", lambda: asdict(flush_service.flush()))
+
+
+@shared_task(name="activity.prune", **JOB_OPTIONS)
+def prune(self: Task) -> dict[str, Any]:
+    """Drop last-seen members older than ``ACTIVITY_LAST_SEEN_RETENTION`` (never unflushed ones)."""
+
+    def body() -> dict[str, Any]:
+        removed, kept = last_seen_service.prune()
+        return {"removed": removed, "kept_unflushed": kept}
+
+    return run_exclusive(self, "prune", body)
+
+
+@shared_task(name="activity.sweep", **JOB_OPTIONS)
+def sweep(self: Task) -> dict[str, Any]:
+    """Find keys under the prefix without a TTL and repair or delete them."""
+    return run_exclusive(self, "sweep", lambda: asdict(sweep_service.sweep()))
+
+
+@shared_task(name="activity.erase_user", **while_redis_is_away(max_retries=None))
+def erase_user(user: str) -> dict[str, int]:
+    """Erase ``user`` everywhere (``InvalidValue`` for a malformed id: not retried)."""
+    erased = privacy.erase(clean_user(user))
+    return {"traces": erased.traces, "rows": erased.rows, "groups": erased.groups}
+
+
+@shared_task(name="activity.refresh_reports", soft_time_limit=conf.settings.REPORT_REFRESH_INTERVAL)
+def refresh_reports() -> int:
+    """Merge the current day's and week's pending by-name entries (at most
+    ACTIVITY_REPORT_MERGE_SLICES_PER_RUN slices a period), then rebuild the reports people read
+    lately before their copies expire; returns how many were rebuilt.
+
+    Not retried: a failed run is redone by the next one, one interval later.
+    """
+    return reports.refresh()
+
+
+@shared_task(name="activity.rebuild_report", soft_time_limit=conf.settings.REPORT_WAIT)
+def rebuild_report(name: str, period: str = "day") -> dict[str, str]:
+    """Rebuild one report now; a report nobody reads again simply expires, as any other copy."""
+    return {"report": name, "period": period, "outcome": reports.rebuild(name, period)}
+
+
+@shared_task(name="activity.rollup_day", **while_redis_is_away(max_retries=10))
+def rollup_day(day: str | None = None) -> dict[str, Any]:
+    """Roll up ``day`` (ISO date; default: yesterday, UTC) into its ``DailyRollup`` row."""
+    target = date.fromisoformat(day) if day else calendar.today() - timedelta(days=1)
+    row = audience.rollup_day(target)
+    if row is None:
+        return {"day": target.isoformat(), "skipped": "another run holds the lock"}
+    return {"day": target.isoformat(), **{figure: getattr(row, figure) for figure in audience.ROLLUP_FIGURES}}

@@ -1,0 +1,1 @@
+"""The HTTP side: the tracking middleware, the REST API and ``/healthz``."""

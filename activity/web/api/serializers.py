@@ -1,0 +1,434 @@
+"""Request and response shapes. Validation rules come from activity.events."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.validators import RegexValidator
+from django.http import QueryDict
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.settings import api_settings
+
+from activity import conf
+from activity.errors import InvalidBatch, InvalidValue
+from activity.events import (
+    MAX_INT_USER,
+    MAX_PATH_LENGTH,
+    MIN_INT_USER,
+    MIN_TS,
+    NOT_NULL,
+    REQUIRED,
+    USER_ID_PATTERN,
+    Event,
+    clean_events,
+    clean_path,
+    clean_ts,
+    clean_user,
+)
+from activity.services.recommendations import MAX_RESULTS
+from activity.services.reports import PERIODS
+from activity.web.api.pagination import CURSOR_PATTERN, MAX_CURSOR_LENGTH, decode_cursor
+
+# Page numbers are bounded so every offset fits Redis, which refuses an LRANGE / ZRANGE offset past
+# a 64-bit integer (page=10^18 was a 500); MAX_ROWS bounds page x page_size whatever
+# ACTIVITY_MAX_PAGE_SIZE is set to.
+MAX_PAGE = 1_000_000
+MAX_ROWS = 1_000_000_000
+MAX_GROUP_ID = 2**63 - 1
+INTEGER_RE = re.compile(r"0|[1-9][0-9]*")
+
+
+class _CleanedField(serializers.Field):
+    """A field whose value is checked by one of activity.events' ``clean_*`` functions."""
+
+    cleaner = staticmethod(lambda value: value)
+
+    def to_internal_value(self, data: Any) -> Any:
+        try:
+            return self.cleaner(data)
+        except InvalidValue as error:
+            raise serializers.ValidationError(str(error)) from None
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "pattern": f"^{USER_ID_PATTERN}$"},
+            {"type": "integer", "minimum": MIN_INT_USER, "maximum": MAX_INT_USER},
+        ],
+        "description": "A user id: 1-64 characters from A-Z a-z 0-9 _ . : @ -, or an integer (sent as its digits).",
+    }
+)
+class UserIdField(_CleanedField):
+    cleaner = staticmethod(clean_user)
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "number", "minimum": MIN_TS},
+            {"type": "string", "format": "date-time"},
+        ],
+        "description": "When it happened: epoch seconds, or an ISO 8601 date-time with an offset (Z, +01:00); "
+        f"at least {MIN_TS} s after the epoch and at most ACTIVITY_MAX_FUTURE_SKEW (60 s) in the future; "
+        "stored to the millisecond. Default: the time the server receives it.",
+    }
+)
+class TimestampField(_CleanedField):
+    cleaner = staticmethod(clean_ts)
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "maxLength": MAX_PATH_LENGTH,
+        "description": "The page viewed; the event is then also a page view of the user's session.",
+    }
+)
+class PathField(_CleanedField):
+    cleaner = staticmethod(clean_path)
+
+
+class EventSerializer(serializers.Serializer):
+    """One event's shape, for the OpenAPI document; ``clean_batch`` validates the batch."""
+
+    user = UserIdField()
+    ts = TimestampField(required=False)
+    path = PathField(required=False)
+
+
+class EventListField(serializers.ListField):
+    """The batch's shape, for the OpenAPI document."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=EventSerializer(), allow_empty=False, **kwargs)
+
+
+class EventBatchSerializer(serializers.Serializer):
+    """The ingest request as the OpenAPI document describes it; ``clean_batch`` validates one."""
+
+    events = EventListField()
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        """The batch limit in the document is ``ACTIVITY_MAX_BATCH`` as set now, not at import."""
+        fields = super().get_fields()
+        fields["events"] = EventListField(min_length=1, max_length=conf.settings.MAX_BATCH)
+        return fields
+
+
+def clean_batch(data: Any) -> list[Event]:
+    """The body's events, refused with the errors ``EventBatchSerializer`` gives, without building
+    its fields on every request (the document still comes from the serializer)."""
+    if not isinstance(data, Mapping):
+        message = serializers.Serializer.default_error_messages["invalid"].format(datatype=type(data).__name__)
+        raise serializers.ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [message]}, code="invalid")
+    if "events" not in data:
+        raise serializers.ValidationError({"events": [REQUIRED]}, code="required")
+    if data["events"] is None:
+        raise serializers.ValidationError({"events": [NOT_NULL]}, code="null")
+    try:
+        return clean_events(data["events"])
+    except InvalidBatch as error:
+        raise serializers.ValidationError(error.errors) from None
+
+
+class IngestResultSerializer(serializers.Serializer):
+    accepted = serializers.IntegerField()
+    last_seen_updated = serializers.IntegerField()
+
+
+class LastSeenSerializer(serializers.Serializer):
+    """Response shape of ``GET /api/v1/users/<user>/last-seen/`` (schema only: the view builds the
+    body, as a serializer instance costs more than the rest of the request's Python)."""
+
+    user = serializers.CharField()
+    ts = serializers.FloatField()
+    last_seen = serializers.CharField(help_text="ts as ISO 8601 UTC with milliseconds.")
+    online = serializers.BooleanField()
+
+
+class OnlineUserSerializer(serializers.Serializer):
+    user = serializers.CharField()
+    ts = serializers.FloatField()
+    last_seen = serializers.CharField()
+
+
+class OnlinePageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    results = OnlineUserSerializer(many=True)
+
+
+class QueryIntegerField(serializers.IntegerField):
+    """An integer query or path parameter in ASCII digits, without sign, spaces or leading zeros.
+
+    DRF's ``IntegerField`` takes whatever ``int()`` takes (``" 5"``, ``"1_0"``, ``"5.0"``, Arabic-Indic
+    digits), and the links built from it would echo that spelling back.
+    """
+
+    default_error_messages = {"invalid": "Must be a whole number in ASCII digits, without sign or leading zeros."}
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, str) or not INTEGER_RE.fullmatch(data):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class QuerySerializer(serializers.Serializer):
+    """Query parameters, read strictly: one given blank or more than once is a 400 (DRF would take a
+    blank one as absent and a repeated one as its last value)."""
+
+    def to_internal_value(self, data: QueryDict) -> dict[str, Any]:
+        errors = {}
+        for name in self.fields:
+            values = data.getlist(name)
+            if len(values) > 1:
+                errors[name] = ["Give this parameter at most once."]
+            elif values == [""]:
+                errors[name] = ["This field may not be blank."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
+
+
+class _PageSizeSerializer(QuerySerializer):
+    """``page_size`` between 1 and ``ACTIVITY_MAX_PAGE_SIZE`` (read per request, not at import)."""
+
+    default_page_size = 50
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["page_size"] = QueryIntegerField(
+            min_value=1,
+            max_value=conf.settings.MAX_PAGE_SIZE,
+            required=False,
+            default=self.default_page_size,
+            help_text="Rows per page, at most ACTIVITY_MAX_PAGE_SIZE.",
+        )
+        return fields
+
+
+class OnlineQuerySerializer(_PageSizeSerializer):
+    within = QueryIntegerField(
+        min_value=1, max_value=86400, required=False, help_text="Seconds; default the online window."
+    )
+    cursor = serializers.CharField(
+        required=False,
+        max_length=MAX_CURSOR_LENGTH,
+        validators=[RegexValidator(f"^{CURSOR_PATTERN}$")],
+        help_text="Opaque; copy it from the previous page's `next` link.",
+    )
+
+    def validate_cursor(self, value: str) -> tuple[float, str]:
+        try:
+            return decode_cursor(value)
+        except InvalidValue as error:
+            raise serializers.ValidationError(str(error)) from None
+
+
+class PeriodCountsSerializer(serializers.Serializer):
+    day = serializers.IntegerField()
+    week = serializers.IntegerField()
+    month = serializers.IntegerField()
+
+
+class DayCountSerializer(serializers.Serializer):
+    day = serializers.IntegerField()
+
+
+class StatsSerializer(serializers.Serializer):
+    """Response shape of ``GET /api/v1/stats/`` (schema only: the service builds the body)."""
+
+    online = serializers.IntegerField(help_text="Users seen within the online window.")
+    active = PeriodCountsSerializer(help_text="Active users today / this ISO week / this month (UTC), exact.")
+    new_visitors = DayCountSerializer(help_text="Visitors whose first visit ever was today.")
+    unique_visitors = PeriodCountsSerializer(
+        help_text="Distinct visitors: anonymous ones (HyperLogLog estimate) plus the active users."
+    )
+    bots = DayCountSerializer(help_text="Requests today from crawlers or without a user agent (not visitors).")
+    machines = DayCountSerializer(help_text="Requests today authenticated by an API token (not active users).")
+    day = serializers.DateField(help_text="The UTC day the figures are for.")
+
+
+class PageQuerySerializer(_PageSizeSerializer):
+    """``?page=&page_size=`` of page-numbered lists (DRF's PageNumberPagination parameters), bounded
+    so the offset always fits Redis: page <= MAX_PAGE and page x page_size <= MAX_ROWS."""
+
+    page = QueryIntegerField(min_value=1, max_value=MAX_PAGE, required=False, default=1, help_text="1-based.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["page"] * attrs["page_size"] > MAX_ROWS:
+            raise serializers.ValidationError({"page": [f"page x page_size must be at most {MAX_ROWS:_}."]})
+        return attrs
+
+
+class SessionQuerySerializer(PageQuerySerializer):
+    default_page_size = 20
+
+
+class ReportQuerySerializer(PageQuerySerializer):
+    period = serializers.ChoiceField(
+        choices=PERIODS, required=False, default="day", help_text="UTC day (default) or ISO week."
+    )
+
+
+class GroupIdSerializer(serializers.Serializer):
+    """The ``<group_id>`` URL argument, spelled like any integer parameter."""
+
+    group_id = QueryIntegerField(min_value=1, max_value=MAX_GROUP_ID)
+
+
+class ReportInfoSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+
+
+class ReportListSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = ReportInfoSerializer(many=True)
+
+
+class NumberedPageSerializer(serializers.Serializer):
+    """The envelope of page-numbered lists: ``count`` plus links to the next and previous pages."""
+
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+
+
+class ReportRowSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    user = serializers.CharField()
+    name = serializers.CharField()
+    views = serializers.IntegerField()
+
+
+class ReportPageSerializer(NumberedPageSerializer):
+    report = serializers.CharField()
+    period = serializers.CharField()
+    generated_at = serializers.CharField()
+    expires_in = serializers.FloatField()
+    results = ReportRowSerializer(many=True)
+
+
+class PageViewSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    ts = serializers.FloatField()
+    at = serializers.CharField()
+
+
+class SessionPageSerializer(NumberedPageSerializer):
+    user = serializers.CharField()
+    expires_in = serializers.FloatField()
+    results = PageViewSerializer(many=True)
+
+
+class GroupMemberSerializer(serializers.Serializer):
+    user = serializers.CharField()
+    ts = serializers.FloatField(allow_null=True)
+    last_seen = serializers.CharField(allow_null=True)
+
+
+class GroupMembersPageSerializer(NumberedPageSerializer):
+    group = serializers.IntegerField()
+    results = GroupMemberSerializer(many=True)
+
+
+class _PickCountSerializer(QuerySerializer):
+    n = QueryIntegerField(
+        min_value=1, max_value=MAX_RESULTS, required=False, default=5, help_text=f"How many pages, 1-{MAX_RESULTS}."
+    )
+
+
+class RecommendationsQuerySerializer(_PickCountSerializer):
+    """``?n=`` of a user's recommendations."""
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_PATH_LENGTH,
+        "description": "A page as page views record it (the query string is dropped unless "
+        "ACTIVITY_SESSION_KEEP_QUERY); 400 when no page followed it in the window.",
+    }
+)
+class QueryPathField(PathField):
+    """A page path given as a query parameter: the ingest rules (blank is refused as any parameter)."""
+
+
+class NextPagesQuerySerializer(_PickCountSerializer):
+    path = QueryPathField()
+
+
+class RecommendationSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    score = serializers.FloatField(help_text="Share of the transitions after the user's recent pages, by recency.")
+
+
+class RecommendationsSerializer(serializers.Serializer):
+    user = serializers.CharField()
+    results = RecommendationSerializer(many=True)
+
+
+class NextPageSerializer(serializers.Serializer):
+    path = serializers.CharField()
+
+
+class NextPagesSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text="The page as recorded.")
+    results = NextPageSerializer(many=True)
+
+
+class ExportLastSeenSerializer(serializers.Serializer):
+    ts = serializers.FloatField()
+    at = serializers.CharField()
+    online = serializers.BooleanField()
+    unflushed_since = serializers.FloatField(allow_null=True, help_text="First change not yet in the database.")
+    claimed_at = serializers.FloatField(allow_null=True, help_text="When a running flush claimed the change.")
+
+
+class ExportSessionSerializer(serializers.Serializer):
+    expires_in = serializers.FloatField()
+    pages = PageViewSerializer(many=True, help_text="Oldest first.")
+
+
+class ExportPageViewsSerializer(serializers.Serializer):
+    period = serializers.ChoiceField(choices=PERIODS)
+    name = serializers.CharField(help_text="YYYYMMDD for a day, YYYYWww for an ISO week.")
+    views = serializers.IntegerField()
+
+
+class ExportRowSerializer(serializers.Serializer):
+    user_id = serializers.CharField()
+    account = serializers.CharField(allow_null=True, help_text="The Django user's pk, when linked.")
+    first_seen = serializers.DateTimeField()
+    last_seen = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class ExportSerializer(serializers.Serializer):
+    """Response shape of ``GET /api/v1/users/<user>/activity/export/`` (schema only)."""
+
+    user = serializers.CharField()
+    exported_at = serializers.CharField()
+    last_seen = ExportLastSeenSerializer(allow_null=True)
+    session = ExportSessionSerializer(allow_null=True, help_text="The live navigation session, if any.")
+    display_name = serializers.CharField(allow_null=True, help_text="The name the reports show.")
+    former_names = serializers.ListField(child=serializers.CharField(), help_text="Names still in past reports.")
+    page_views = ExportPageViewsSerializer(many=True, help_text="The user's page views per retained day and week.")
+    groups = serializers.ListField(child=serializers.IntegerField(), help_text="Group views listing the user.")
+    active_days = serializers.ListField(
+        child=serializers.DateField(),
+        allow_null=True,
+        help_text="Retained days the user was active; null for an id counted by HyperLogLog, which cannot tell.",
+    )
+    first_visit = serializers.DateField(allow_null=True, help_text="The day of the first visit ever (UTC).")
+    erased_until = serializers.CharField(allow_null=True, help_text="Set while a recent erase keeps the id tombstoned.")
+    database = ExportRowSerializer(allow_null=True, help_text="The flushed row.")

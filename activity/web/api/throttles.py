@@ -1,0 +1,111 @@
+"""DRF throttles on the service's own counters: O(1) Redis state per client, forwarded headers
+believed only from trusted proxies.
+
+DRF's ``SimpleRateThrottle`` keeps every request time of the window in one cached list (its cost
+grows with the rate), and its client address trusts any ``X-Forwarded-For`` when ``NUM_PROXIES``
+is unset: a client rotating the header is a new client each time, and a 4,000-character header
+becomes a 4,000-character key. Here the address is ``REMOTE_ADDR`` unless that is one of
+``ACTIVITY_TRUSTED_PROXIES``, and every identity is short and normalized.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
+
+from activity import conf
+from activity.services import rate_limits
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _networks(entries: tuple[str, ...]) -> list[Network]:
+    return [ipaddress.ip_network(entry, strict=False) for entry in entries]
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text.strip())
+    except ValueError:
+        return None
+
+
+def client_address(request: Request) -> str:
+    """The client's IP address: ``REMOTE_ADDR``, or, when that is a trusted proxy, the nearest
+    address in ``X-Forwarded-For`` that is not one (read right to left; a malformed entry ends the
+    walk at the last proxy)."""
+    remote = _address(request.META.get("REMOTE_ADDR", "")) or ipaddress.ip_address("0.0.0.0")
+    trusted = _networks(conf.settings.TRUSTED_PROXIES)
+    if not trusted:
+        return str(remote)
+    client = remote
+    hops = request.headers.get("x-forwarded-for", "").split(",")
+    for hop in reversed(hops):
+        if not any(client in network for network in trusted):
+            break
+        forwarded = _address(hop)
+        if forwarded is None:
+            break
+        client = forwarded
+    return str(client)
+
+
+class FixedWindowThrottle(BaseThrottle):
+    """A rate from ``DEFAULT_THROTTLE_RATES[scope]``, counted per client in a fixed window."""
+
+    scope = ""
+
+    def rate(self, view: Any) -> tuple[int, int] | None:
+        return rate_limits.rate_of(self.scope_of(view))
+
+    def scope_of(self, view: Any) -> str:
+        return self.scope
+
+    def ident(self, request: Request) -> str | None:
+        """Who is counted: the user when signed in, else the client address; None: not throttled."""
+        if request.user and request.user.is_authenticated:
+            return rate_limits.user_ident(str(request.user.pk))
+        return f"ip:{client_address(request)}"
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        rate, ident = self.rate(view), self.ident(request)
+        if rate is None or ident is None:
+            return True
+        decision = rate_limits.hit(self.scope_of(view), ident, *rate)
+        self._wait = decision.retry_after
+        return decision.allowed
+
+    def wait(self) -> float | None:
+        return getattr(self, "_wait", None)
+
+
+class AnonRateThrottle(FixedWindowThrottle):
+    """Anonymous clients, by address."""
+
+    scope = "anon"
+
+    def ident(self, request: Request) -> str | None:
+        if request.user and request.user.is_authenticated:
+            return None
+        return super().ident(request)
+
+
+class UserRateThrottle(FixedWindowThrottle):
+    """Signed-in users, by user."""
+
+    scope = "user"
+
+    def ident(self, request: Request) -> str | None:
+        if not (request.user and request.user.is_authenticated):
+            return None
+        return super().ident(request)
+
+
+class ScopedRateThrottle(FixedWindowThrottle):
+    """The view's ``throttle_scope`` (``ingest``), by user or address."""
+
+    def scope_of(self, view: Any) -> str:
+        return getattr(view, "throttle_scope", "")

@@ -1,0 +1,21 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from activity.web.api import views
+
+urlpatterns = [
+    path("events/", views.EventsView.as_view(), name="events"),
+    path("users/<str:user>/last-seen/", views.LastSeenView.as_view(), name="last-seen"),
+    path("users/<str:user>/session/", views.SessionView.as_view(), name="session"),
+    path("users/<str:user>/activity/", views.UserActivityView.as_view(), name="user-activity"),
+    path("users/<str:user>/activity/export/", views.UserActivityExportView.as_view(), name="user-activity-export"),
+    path("users/<str:user>/recommendations/", views.RecommendationsView.as_view(), name="recommendations"),
+    path("pages/next/", views.NextPagesView.as_view(), name="next-pages"),
+    path("online/", views.OnlineView.as_view(), name="online"),
+    path("stats/", views.StatsView.as_view(), name="stats"),
+    path("reports/", views.ReportListView.as_view(), name="reports"),
+    path("reports/<str:name>/", views.ReportView.as_view(), name="report"),
+    path("groups/<str:group_id>/members/", views.GroupMembersView.as_view(), name="group-members"),
+    path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[]), name="docs"),
+]

@@ -1,0 +1,315 @@
+"""Thin views: validate with serializers, call activity.services, shape the answer."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.permissions import IsAdminUser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from activity import conf
+from activity.errors import InvalidValue, UnknownPath
+from activity.events import USER_ID_PATTERN, clean_user, iso
+from activity.services import audience, groups, health, ingest, last_seen, privacy, recommendations, reports, sessions
+from activity.web.api import serializers as s
+from activity.web.api.openapi import HEADERS, responses
+from activity.web.api.pagination import next_link, page_links
+from activity.web.api.permissions import CanIngest, IsStaffOrSelf
+from activity.web.api.renderers import PrometheusRenderer
+from activity.web.api.service_view import ServiceView
+from activity.web.api.throttles import ScopedRateThrottle
+
+USER_PARAMETER = OpenApiParameter(
+    "user", str, OpenApiParameter.PATH, pattern=f"^{USER_ID_PATTERN}$", description="A user id."
+)
+
+
+def user_from_url(value: str) -> str:
+    """The ``<user>`` URL argument, validated like any other user id (400 when malformed)."""
+    try:
+        return clean_user(value)
+    except InvalidValue as error:
+        raise ValidationError({"user": [str(error)]}) from None
+
+
+class EventsView(ServiceView):
+    permission_classes = [CanIngest]
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "ingest"
+
+    @extend_schema(
+        request=s.EventBatchSerializer,
+        parameters=HEADERS,
+        responses=responses({202: s.IngestResultSerializer}, 400, 413, 415),
+    )
+    def post(self, request: Request) -> Response:
+        result = ingest.record_events(s.clean_batch(request.data))
+        return Response(
+            {"accepted": result.accepted, "last_seen_updated": result.last_seen_updated},
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class LastSeenView(ServiceView):
+    permission_classes = [IsStaffOrSelf]
+
+    @extend_schema(parameters=[USER_PARAMETER, *HEADERS], responses=responses({200: s.LastSeenSerializer}, 400, 404))
+    def get(self, request: Request, user: str) -> Response:
+        seen = last_seen.get(user_from_url(user))
+        if seen is None:
+            raise NotFound("This user has never been seen.")
+        return Response({"user": seen.user, "ts": seen.ts, "last_seen": iso(seen.ts), "online": seen.online})
+
+
+class OnlineView(ServiceView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        parameters=[s.OnlineQuerySerializer, *HEADERS], responses=responses({200: s.OnlinePageSerializer}, 400)
+    )
+    def get(self, request: Request) -> Response:
+        query = s.OnlineQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        within = query.validated_data.get("within", conf.settings.ONLINE_WINDOW)
+        size = query.validated_data["page_size"]
+        rows, count = last_seen.online_page(within, size + 1, query.validated_data.get("cursor"))
+        page, more = rows[:size], len(rows) > size
+        return Response(
+            {
+                "count": count,
+                "next": next_link(request, page[-1][1], page[-1][0]) if more else None,
+                "results": [{"user": user, "ts": ts, "last_seen": iso(ts)} for user, ts in page],
+            }
+        )
+
+
+class StatsView(ServiceView):
+    """Audience figures in one Redis round trip (see activity.services.audience.stats)."""
+
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(parameters=HEADERS, responses=responses({200: s.StatsSerializer}))
+    def get(self, request: Request) -> Response:
+        return Response(audience.stats().as_api())
+
+
+class SessionView(ServiceView):
+    permission_classes = [IsStaffOrSelf]
+
+    @extend_schema(
+        parameters=[USER_PARAMETER, s.SessionQuerySerializer, *HEADERS],
+        responses=responses({200: s.SessionPageSerializer}, 400, 404),
+    )
+    def get(self, request: Request, user: str) -> Response:
+        user = user_from_url(user)
+        query = s.SessionQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        page, size = query.validated_data["page"], query.validated_data["page_size"]
+        found = sessions.page(user, page, size)
+        if found is None:
+            raise NotFound("This user has no live navigation session.")
+        following, previous = page_links(request, page, size, found.count)
+        return Response(
+            {
+                "user": user,
+                "expires_in": found.expires_in,
+                "count": found.count,
+                "next": following,
+                "previous": previous,
+                "results": [{"path": path, "ts": ts, "at": iso(ts)} for path, ts in found.views],
+            }
+        )
+
+
+class ReportListView(ServiceView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(operation_id="reports_list", parameters=HEADERS, responses=responses({200: s.ReportListSerializer}))
+    def get(self, request: Request) -> Response:
+        found = [{"name": name, "description": text} for name, text in reports.catalogue()]
+        return Response({"count": len(found), "results": found})
+
+
+class ReportView(ServiceView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("name", str, OpenApiParameter.PATH, enum=list(reports.REGISTRY)),
+            s.ReportQuerySerializer,
+            OpenApiParameter(
+                "X-Cache",
+                str,
+                OpenApiParameter.HEADER,
+                enum=["hit", "miss", "stale"],
+                required=True,
+                response=[200],
+                description=(
+                    "hit: a fresh copy (active-by-name: every viewer so far is in); miss: built for this request; "
+                    "stale: the previous copy, served while another client rebuilds it (active-by-name: some new "
+                    "viewers are not merged in yet and are missing; the refresh job merges them, normally within "
+                    "ACTIVITY_REPORT_REFRESH_INTERVAL seconds)."
+                ),
+            ),
+            *HEADERS,
+        ],
+        responses=responses({200: s.ReportPageSerializer}, 400, 404),
+    )
+    def get(self, request: Request, name: str) -> Response:
+        if name not in reports.REGISTRY:
+            raise NotFound("No such report; GET /api/v1/reports/ lists them.")
+        query = s.ReportQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        period, page, size = (query.validated_data[field] for field in ("period", "page", "page_size"))
+        found, cache = reports.page(name, period, page, size)
+        following, previous = page_links(request, page, size, found.count)
+        body = {
+            "report": name,
+            "period": period,
+            "generated_at": iso(found.generated_at),
+            "expires_in": found.expires_in,
+            "count": found.count,
+            "next": following,
+            "previous": previous,
+            "results": found.rows,
+        }
+        return Response(body, headers={"X-Cache": cache})
+
+
+def group_from_url(value: str) -> int:
+    """The ``<group_id>`` URL argument: an integer from 1 to MAX_GROUP_ID, spelled without leading
+    zeros (``01`` is not another name for group 1); 400 otherwise."""
+    found = s.GroupIdSerializer(data={"group_id": value})
+    found.is_valid(raise_exception=True)
+    return found.validated_data["group_id"]
+
+
+class GroupMembersView(ServiceView):
+    """Members of a Django auth group, most recently seen first, never-seen members last."""
+
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "group_id", {"type": "integer", "minimum": 1, "maximum": s.MAX_GROUP_ID}, OpenApiParameter.PATH
+            ),
+            s.PageQuerySerializer,
+            *HEADERS,
+        ],
+        responses=responses({200: s.GroupMembersPageSerializer}, 400, 404),
+    )
+    def get(self, request: Request, group_id: str) -> Response:
+        group = group_from_url(group_id)
+        query = s.PageQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        number, size = query.validated_data["page"], query.validated_data["page_size"]
+        page = groups.members_page(group, (number - 1) * size, size)
+        if page is None:
+            raise NotFound("No such group.")
+        following, previous = page_links(request, number, size, page.count)
+        results = [{"user": user, "ts": ts, "last_seen": None if ts is None else iso(ts)} for user, ts in page.rows]
+        return Response(
+            {"group": group, "count": page.count, "next": following, "previous": previous, "results": results}
+        )
+
+
+class RecommendationsView(ServiceView):
+    """The pages most often visited next after the user's latest pages (see activity.services.recommendations)."""
+
+    permission_classes = [IsStaffOrSelf]
+
+    @extend_schema(
+        parameters=[USER_PARAMETER, s.RecommendationsQuerySerializer, *HEADERS],
+        responses=responses({200: s.RecommendationsSerializer}, 400, 404),
+        description="Best first; pages already in the session are left out. No live session: 200 with no "
+        "results (404 only for a user id that matches no URL, as for every user route).",
+    )
+    def get(self, request: Request, user: str) -> Response:
+        user = user_from_url(user)
+        query = s.RecommendationsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        found = recommendations.for_user(user, query.validated_data["n"])
+        return Response({"user": user, "results": [{"path": path, "score": score} for path, score in found]})
+
+
+class NextPagesView(ServiceView):
+    """Distinct random picks among the pages that followed a page, weighted by how often each did."""
+
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        parameters=[
+            s.NextPagesQuerySerializer,
+            OpenApiParameter(
+                "X-Cache", str, OpenApiParameter.HEADER, enum=["hit", "miss", "stale"], required=True, response=[200]
+            ),
+            *HEADERS,
+        ],
+        responses=responses({200: s.NextPagesSerializer}, 400),
+        description="n distinct pages (fewer when fewer followed); 400 naming `path` when none followed it.",
+    )
+    def get(self, request: Request) -> Response:
+        query = s.NextPagesQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        try:
+            path, picks, cache = recommendations.next_pages(query.validated_data["path"], query.validated_data["n"])
+        except UnknownPath as error:
+            raise ValidationError({"path": [str(error)]}) from None
+        return Response({"path": path, "results": [{"path": pick} for pick in picks]}, headers={"X-Cache": cache})
+
+
+@extend_schema(exclude=True)
+class MetricsView(ServiceView):
+    """``GET /metrics`` for Prometheus, staff only (a scraper signs in with a staff user's token)."""
+
+    permission_classes = [IsAdminUser]
+    renderer_classes = [PrometheusRenderer]
+    throttle_classes = []
+
+    def get(self, request: Request) -> Response:
+        return Response(health.exposition())
+
+
+class UserActivityView(ServiceView):
+    """Erase a user's activity everywhere (see activity.services.privacy)."""
+
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        operation_id="users_activity_erase",
+        parameters=[USER_PARAMETER, *HEADERS],
+        responses=responses({204: None}, 400, 404),
+        description="Removes the user from every Redis structure (last seen, flush queue, session, names, "
+        "page-view counters and rankings, group views, active-user bitmaps, first-visit store) and deletes "
+        "their database row, then keeps the id tombstoned for ACTIVITY_ERASE_TOMBSTONE_TTL seconds so late "
+        "events and a running flush cannot bring it back. Done when the answer comes (204); idempotent. "
+        "HyperLogLog registers cannot forget an id that is not a small integer (docs/privacy.md). 404: "
+        "nothing is known of the user (no Django user, row or last seen).",
+    )
+    def delete(self, request: Request, user: str) -> Response:
+        user = user_from_url(user)
+        if not privacy.is_known(user):
+            raise NotFound("Nothing is known of this user.")
+        privacy.erase(user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class UserActivityExportView(ServiceView):
+    """Everything stored about a user (see activity.services.privacy.export)."""
+
+    permission_classes = [IsStaffOrSelf]
+
+    @extend_schema(
+        parameters=[USER_PARAMETER, *HEADERS],
+        responses=responses({200: s.ExportSerializer}, 400, 404),
+        description="Last seen, live session, display names, page views per retained day and week, group "
+        "views, active days, first visit and the database row. 404: nothing is stored about the user.",
+    )
+    def get(self, request: Request, user: str) -> Response:
+        found = privacy.export(user_from_url(user))
+        if found is None:
+            raise NotFound("Nothing is stored about this user.")
+        return Response(found)

@@ -1,0 +1,39 @@
+"""``/healthz``: 200 when Redis takes a write and the database answers, 503 naming the part that
+does not.
+
+Anonymous clients get the status of each part and nothing else: error texts name hosts and
+ports, and the flush backlog is internal. Staff (and the log, on a failure) get the details:
+the error text and the flush backlog and lag. A slow flush is worth a look but the service still
+answers, so it never turns the status into a 503.
+"""
+
+import logging
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+from activity.errors import StoreUnavailable
+from activity.services import flush, health
+
+logger = logging.getLogger("activity.health")
+RETRY_AFTER_SECONDS = 5
+
+
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    details: dict[str, object] = dict(health.status())
+    if details["redis"] == "ok":
+        try:
+            details["flush"] = flush.status().as_dict()
+        except StoreUnavailable as error:
+            details["redis"] = f"unavailable: {error}"
+    healthy = details["redis"] == "ok" and details["database"] == "ok"
+    if not healthy:
+        logger.warning("healthz: %s", details)
+    staff = getattr(request, "user", None) is not None and request.user.is_staff
+    status = {part: "ok" if details[part] == "ok" else "unavailable" for part in ("redis", "database")}
+    body = details if staff else status
+    response = JsonResponse(body, status=200 if healthy else 503)
+    if not healthy:
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response

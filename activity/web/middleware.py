@@ -1,0 +1,170 @@
+"""Tracking middleware: records the signed-in user's last seen (and, for pages, i.e. GET answering
+2xx with HTML, a page view of their navigation session), or an anonymous visit. By default the
+request only hands its activity to its process's batches (``activity.services.tracking``), which a
+thread sends every ``ACTIVITY_TRACK_BATCH_MS``; with 0, each request sends its own, one round trip.
+
+Anonymous browsers get a random first-party visitor id cookie (128 bits from ``secrets``, signed
+with ``SECRET_KEY``; never derived from the IP), unless ``ACTIVITY_VISITOR_COOKIES`` is off, the
+browser sends an opt-out signal the site honours (GPC, DNT: the cookie is then removed too) or the
+``ACTIVITY_VISITOR_CONSENT`` callable says no for the request. What kind of traffic a request is
+(a person's, a bot's, a machine's) is ``activity.services.traffic.classify``'s call; bots and machines are
+never visitors or page views, and are counted apart. A visit counts only once the browser
+sends the cookie back: a client that keeps no cookies never enters the permanent first-visit
+store. Anonymous visitors count as visitors, never as users.
+
+It fails open: when Redis cannot serve (unreachable, timing out, or refusing work: OOM, READONLY,
+BUSY, ...) the page is still served, the failure is logged and
+counted, and tracking pauses for ``ACTIVITY_FAIL_OPEN_BACKOFF`` seconds so a dead Redis does not
+add a connect timeout to every request.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import secrets
+from collections.abc import Callable
+
+from django.conf import settings as django_settings
+from django.core.signing import BadSignature, Signer
+from django.http import HttpRequest, HttpResponse
+from django.utils.module_loading import import_string
+
+from activity import clock, conf
+from activity.errors import InvalidValue
+from activity.events import MAX_PATH_LENGTH, Event, clean_user
+from activity.services import tracking, traffic
+from activity.services.tracking import Activity
+
+logger = logging.getLogger("activity.web.middleware")
+
+
+# Set on a request whose caller's activity the API already recorded with its own round trip.
+RECORDED = "activity_recorded"
+
+
+def tracks_request(request: HttpRequest) -> bool:
+    """Whether requests like this one count as activity (method and path filters)."""
+    return request.method in conf.settings.TRACK_METHODS and not request.path.startswith(
+        conf.settings.TRACK_EXCLUDE_PATHS
+    )
+
+
+def is_tracked(request: HttpRequest, response: HttpResponse) -> bool:
+    """Whether this request/response pair counts as activity (method, status and path filters)."""
+    if not conf.settings.TRACK_MIN_STATUS <= response.status_code <= conf.settings.TRACK_MAX_STATUS:
+        return False
+    return tracks_request(request) and not getattr(request, RECORDED, False)
+
+
+def tracked_user(request: HttpRequest, response: HttpResponse) -> str | None:
+    """The user id to record for this request, or None when the request is not tracked."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated or not is_tracked(request, response):
+        return None
+    try:
+        return clean_user(str(user.pk))  # any pk type (int, UUID, ...), as the flush parses it back
+    except InvalidValue:
+        return None
+
+
+VISITOR_ID_RE = re.compile(r"[0-9a-f]{32}")
+VISITOR_SIGNER_SALT = "activity.visitor"
+VISITOR_CACHE_SIZE = 4096  # verified visitor cookies remembered per process
+
+
+@functools.cache
+def _consent_callable(path: str) -> Callable[[HttpRequest], bool]:
+    return import_string(path)
+
+
+def visitor_cookies_allowed(request: HttpRequest) -> bool:
+    """The consent switch: the setting, the browser's opt-out signal (GPC, DNT), then the site's
+    callable (if configured) for this request."""
+    if not conf.settings.VISITOR_COOKIES or traffic.opted_out(request):
+        return False
+    path = conf.settings.VISITOR_CONSENT
+    return not path or bool(_consent_callable(path)(request))
+
+
+def visitor_from_cookie(value: str) -> str | None:
+    """The visitor id a cookie carries, or None unless we minted it (signature checked, so a client
+    cannot invent ids to fill the first-visit store)."""
+    return _unsigned_visitor(value, django_settings.SECRET_KEY, tuple(django_settings.SECRET_KEY_FALLBACKS))
+
+
+# A returning browser sends the same cookie on every page: its signature (four SHA-256 runs) is
+# checked once per process and key, not per request. Bounded, so junk cookies only evict.
+@functools.lru_cache(maxsize=VISITOR_CACHE_SIZE)
+def _unsigned_visitor(value: str, key: str, fallback_keys: tuple[str, ...]) -> str | None:
+    try:
+        visitor = Signer(key=key, fallback_keys=fallback_keys, salt=VISITOR_SIGNER_SALT).unsign(value)
+    except BadSignature:
+        return None
+    return visitor if VISITOR_ID_RE.fullmatch(visitor) else None
+
+
+def tracked_visitor(request: HttpRequest, response: HttpResponse) -> str | None:
+    """An anonymous request's visitor id (32 hex digits), once its browser sent the cookie back.
+
+    A request without a valid cookie gets a new one and records nothing: a client that never
+    returns cookies (a bot, curl, an uptime probe) would otherwise be a new visitor, and a permanent
+    first-visit entry, on every request. None also for signed-in users (they keep their user id),
+    untracked requests and when consent is off.
+    """
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return None
+    if not is_tracked(request, response):
+        return None
+    name = conf.settings.VISITOR_COOKIE_NAME
+    if not visitor_cookies_allowed(request):
+        if name in request.COOKIES and traffic.opted_out(request):
+            response.delete_cookie(name, samesite="Lax")  # the browser asked: its id goes too
+        return None
+    visitor = visitor_from_cookie(request.COOKIES.get(name, ""))
+    if visitor is None:
+        response.set_cookie(
+            name,
+            Signer(salt=VISITOR_SIGNER_SALT).sign(secrets.token_hex(16)),
+            max_age=conf.settings.VISITOR_COOKIE_AGE,
+            secure=conf.settings.VISITOR_COOKIE_SECURE,
+            httponly=True,
+            samesite="Lax",
+        )
+    return visitor
+
+
+def page_view_path(request: HttpRequest, response: HttpResponse) -> str | None:
+    """The path (with its query string; the service drops it unless configured) when this tracked
+    request is a page view: a GET answering 2xx with one of ``ACTIVITY_SESSION_CONTENT_TYPES``
+    (every type when that setting is empty)."""
+    if request.method != "GET" or not 200 <= response.status_code <= 299:
+        return None
+    types = conf.settings.SESSION_CONTENT_TYPES
+    content_type = response.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    if types and content_type not in types:
+        return None
+    return request.get_full_path()[:MAX_PATH_LENGTH]
+
+
+class ActivityMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not is_tracked(request, response):
+            return response
+        kind = traffic.classify(request)
+        user = tracked_user(request, response)
+        visitor = None if user is not None or kind != traffic.PERSON else tracked_visitor(request, response)
+        if (user is not None or visitor is not None or kind != traffic.PERSON) and not tracking.fail_open.paused():
+            now = clock.now()
+            if user is not None:
+                event = Event(user=user, ts=now, path=page_view_path(request, response))
+                tracking.record(Activity(kind, event=event, name=request.user.get_username()))
+            else:
+                tracking.record(Activity(kind, visitor=None if visitor is None else (visitor, now)))
+        return response

@@ -50,8 +50,6 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a process remembers who it recorded as active (or visiting) on a day, so it does not
     # write that again on every request (0: write it every time).
     "ACTIVITY_DAY_WRITES_CACHE": 60,
-    # Seconds between two moves of an API caller's own last seen by one process (0: every request).
-    "ACTIVITY_CALLER_SEEN_EVERY": 1,
     # Seconds a process keeps an API token and its user after reading them from the database.
     "ACTIVITY_TOKEN_CACHE_TTL": 30,
     # Proxies (addresses or networks) whose X-Forwarded-For is believed for the client address.

@@ -32,8 +32,8 @@ def redis_client():
 def _forget_process_state() -> None:
     fail_open.reset()
     ingest._days_written.clear()
-    ingest._callers_seen.clear()
-    rate_limits.blocked.clear()
+    rate_limits._unsent.clear()
+    rate_limits._total.clear()
     tokens.clear()
 
 

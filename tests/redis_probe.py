@@ -8,9 +8,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import redis
-from redis.cluster import PipelineStrategy, RedisCluster
+from redis.cluster import RedisCluster
 from redis.connection import AbstractConnection
 
+from activity.store.client import ClusterPipeline
 from tests.redis_counts import command_calls
 
 
@@ -26,7 +27,7 @@ def counting_sends(count: Callable[[], None]) -> Iterator[None]:
     """Call ``count`` for every request this process sends to Redis: each network write, except
     that a cluster pipeline's writes to its nodes (all sent before any reply is read) count once,
     as the one round trip they cost."""
-    send, wave = AbstractConnection.send_packed_command, PipelineStrategy._send_cluster_commands
+    send, wave = AbstractConnection.send_packed_command, ClusterPipeline._send
     in_wave = False
 
     def counting_send(self, command, check_health=True):
@@ -44,12 +45,12 @@ def counting_sends(count: Callable[[], None]) -> Iterator[None]:
             in_wave = False
 
     AbstractConnection.send_packed_command = counting_send
-    PipelineStrategy._send_cluster_commands = counting_wave
+    ClusterPipeline._send = counting_wave
     try:
         yield
     finally:
         AbstractConnection.send_packed_command = send
-        PipelineStrategy._send_cluster_commands = wave
+        ClusterPipeline._send = wave
 
 
 def _reads(client: redis.Redis | RedisCluster) -> list[int]:

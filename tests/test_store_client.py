@@ -1,5 +1,6 @@
-"""The standalone client's own pool and pipeline path (``activity.store.client``): what redis-py's
-pool and ``Pipeline.execute`` guaranteed still holds without their bookkeeping.
+"""The standalone client (``activity.store.client``), redis-py's pool and pipeline under the service's
+error boundary: a connection is never handed out with a reply left unread, and a pipeline's replies
+are never another's.
 
 Each property is produced for real on a throwaway redis-server: a reply left unread on a pooled
 connection, a pipeline timing out while Redis is busy (its late replies must never be read as the
@@ -16,7 +17,7 @@ import time
 import pytest
 
 from activity.errors import StoreTimeout
-from activity.store.client import ServicePool, StandaloneClient, StandalonePipeline
+from activity.store.client import Pipeline, StandaloneClient, client_options
 from activity.store.client import _client as service_client
 from project.redis_server import PrivateRedis
 
@@ -35,7 +36,8 @@ def server():
 
 
 def connected(server: PrivateRedis, **options) -> StandaloneClient:
-    return StandaloneClient.from_url(server.url, decode_responses=True, **options)
+    """A client made as the service makes its own, but for ``options``."""
+    return StandaloneClient.from_url(server.url, **{**client_options(1.0), **options})
 
 
 def set_and_get(client: StandaloneClient, key: str, value: str) -> list:
@@ -55,11 +57,11 @@ def local_ports(client: StandaloneClient) -> set[int]:
     return {connection._sock.getsockname()[1] for connection in client.connection_pool._available_connections}
 
 
-def test_the_service_client_runs_on_the_service_pool(server):
+def test_the_service_client_builds_the_service_pipeline(server):
     """What ``get_client()`` builds for a standalone server, not only this file's clients."""
     client = service_client(server.url, 1.0, False)
-    assert isinstance(client.connection_pool, ServicePool)
-    assert isinstance(client.pipeline(transaction=False), StandalonePipeline)
+    assert isinstance(client, StandaloneClient)
+    assert isinstance(client.pipeline(transaction=False), Pipeline)
 
 
 def test_a_connection_left_with_an_unread_reply_is_not_handed_out_as_is(server):

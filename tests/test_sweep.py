@@ -90,6 +90,7 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
 # Functions of keys.py that build no key of their own: SORT / SCAN patterns and the declarations.
 HELPERS = {
     "prefix",
+    "day_ttl",
     "sweep_pattern",
     "family",
     "family_of",
@@ -209,7 +210,7 @@ def test_nothing_any_service_path_writes_is_repaired(
     record(now + 2)  # dirty marks and new-visitor counters again
     ingest.record_events([Event(user="late", ts=now + 2, path="/x")])  # by-name entries the reads have not merged
     health.status()
-    rate_limits.hit("sweep-test", "client", 10, 60)
+    rate_limits.send([rate_limits.hit("sweep-test", "client", 10, 60).window])
     with locks.exclusive("sweep-test", 30) as held:
         assert held
         before = snapshot(redis_client)

@@ -107,8 +107,8 @@ def test_bots_in_a_batch_are_counted_one_per_request(redis_client):
 
 
 def test_an_api_callers_activity_joins_the_batches_once_its_request_succeeded(redis_client):
-    """The request's own round trip carries only its work and the throttle's count; the caller's
-    last seen and machine-traffic count wait in the batches, and a refused request's never join."""
+    """The request's own round trip carries only its work; the throttle's counts, the caller's last
+    seen and machine-traffic count wait in the batches, and a refused request's activity never joins."""
     user = get_user_model().objects.create_user("machine", is_staff=True)
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
@@ -120,10 +120,10 @@ def test_an_api_callers_activity_joins_the_batches_once_its_request_succeeded(re
         with CommandDelta(redis_client) as delta:
             before = round_trips()
             assert [api.get(path).status_code for path in paths] == [404, 404, 200]
-            assert round_trips() == before + 3
-        # The session read's script and a throttle count each: nothing of the caller's.
-        assert delta.calls["evalsha"] == 4 and not delta.calls["hincrby"]
-        assert batches.waiting() == 1  # the 404s' callers are not recorded
+            assert round_trips() == before + 2  # the list of reports needs no Redis
+        # The last-seen read and the session read's script: nothing of the caller's or the throttle's.
+        assert delta.calls["evalsha"] == 1 and not delta.calls["hincrby"] and not delta.calls["incrby"]
+        assert batches.waiting() == 4  # three throttle counts; the 404s' callers are not recorded
         batches.flush()
     assert last_seen.get(str(user.pk)) is not None
     assert redis_client.hget(day, "machine") == "2"  # the warm-up's and this round's that succeeded
@@ -185,7 +185,7 @@ def test_what_arrives_during_a_send_waits_its_batch_time_instead_of_going_out_at
         sizes.append(len(entries))
 
     monkeypatch.setattr(tracking, "send", slow_send)
-    stream = tracking.Batches(failed=fail_open.failed)
+    stream = tracking.Batches()
     with override_settings(ACTIVITY_TRACK_BATCH_MS=100, ACTIVITY_TRACK_BATCH_SIZE=1000):
         started = time.monotonic()
         added = 0

@@ -23,8 +23,8 @@ from activity.events import Event
 from activity.models import DailyRollup
 from activity.schedule import rollup as rollup_schedule
 from activity.services import audience, ingest, traffic
-from activity.store import actives, daily, keys
-from activity.store import visitors as store
+from activity.store import audience as store
+from activity.store import keys
 from activity.store.client import get_client
 from activity.store.scripts import LUA_DIR
 from activity.tasks import rollup_day as rollup_task
@@ -184,9 +184,7 @@ def test_every_key_has_a_ttl_beyond_a_month_except_the_membership_hashes(at, red
 
 
 def harvest(day: date) -> int:
-    pipe = get_client().pipeline(transaction=False)
-    indexes = store.queue_harvest(pipe, day, clock.now())
-    return daily.total(pipe.execute(), indexes)
+    return store.harvest(get_client(), day, clock.now(), conf.settings.ACTIVE_BITMAP_MAX_ID).new_visitors
 
 
 def test_harvest_racing_increments_loses_nothing(at, redis_client):
@@ -243,7 +241,7 @@ def test_rollup_refuses_future_and_expired_days(at):
     with pytest.raises(DayOutOfRange):
         audience.rollup_day(date(2026, 11, 24))
     with pytest.raises(DayOutOfRange):
-        audience.rollup_day(date(2026, 11, 23) - timedelta(days=daily.KEEP_DAYS + 1))
+        audience.rollup_day(date(2026, 11, 23) - timedelta(days=keys.KEEP_DAYS + 1))
 
 
 def test_rollup_beat_runs_after_midnight_utc_and_expires():
@@ -394,7 +392,7 @@ def test_stats_is_one_round_trip_of_bounded_commands(at, redis_client, round_tri
     delta = {name: after[name] - before.get(name, 0) for name in after if after[name] != before.get(name, 0)}
     assert delta.pop("cmdstat_info") >= 1  # the helper's own (one per primary on a cluster)
     # No union of days: each figure is a count of one key, a bitmap in ranges of at most 1 MiB.
-    chunks = -(-(conf.settings.ACTIVE_BITMAP_MAX_ID // 8 + 1) // actives.COUNT_CHUNK_BYTES)
+    chunks = -(-(conf.settings.ACTIVE_BITMAP_MAX_ID // 8 + 1) // store.COUNT_CHUNK_BYTES)
     assert delta == {
         "cmdstat_zcount": 1,
         "cmdstat_bitcount": 3 * chunks,  # day, week, month

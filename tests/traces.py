@@ -10,7 +10,7 @@ from django.db import connection
 from redis.cluster import RedisCluster
 
 from activity import conf
-from activity.store import actives, keys, visitors
+from activity.store import audience, keys
 from activity.store.client import scan_steps
 
 
@@ -31,8 +31,8 @@ def redis_traces(user: str) -> list[str]:
     counters name the user in the key (``rate:<scope>:user:<pk>:<window>``).
     """
     client = _raw_client()
-    ident, visitor = user.encode(), visitors.user_visitor_id(user)
-    bit = actives.bitmap_offset(user, conf.settings.ACTIVE_BITMAP_MAX_ID)
+    ident, visitor = user.encode(), audience.user_visitor_id(user)
+    bit = audience.bitmap_offset(user, conf.settings.ACTIVE_BITMAP_MAX_ID)
     prefix = conf.settings.KEY_PREFIX.encode()
     found: list[str] = []
     try:

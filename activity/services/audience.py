@@ -16,14 +16,11 @@ from django.utils import timezone
 from activity import calendar, clock, conf
 from activity.errors import DayOutOfRange
 from activity.models import DailyRollup
-from activity.services import locks, traffic
-from activity.store import actives as actives_store
-from activity.store import last_seen as last_seen_store
+from activity.services import locks
+from activity.store import audience as store
 from activity.store import sessions as sessions_store
-from activity.store import traffic as traffic_store
-from activity.store import visitors as visitors_store
 from activity.store.client import get_client
-from activity.store.daily import KEEP_DAYS, day_ttl, total
+from activity.store.keys import KEEP_DAYS, day_ttl
 
 ROLLUP_LOCK_TTL = 60.0
 
@@ -59,7 +56,6 @@ class Stats:
         }
 
 
-NOT_PEOPLE = (traffic.BOT, traffic.MACHINE)
 # The DailyRollup fields a rollup writes (its day aside).
 ROLLUP_FIGURES = (
     "active_users",
@@ -80,34 +76,20 @@ def stats() -> Stats:
     """
     now = clock.now()
     day = calendar.day_of(now)
-    max_id = conf.settings.ACTIVE_BITMAP_MAX_ID
-    pipe = get_client().pipeline(transaction=False)
-    online_at = last_seen_store.queue_count_since(pipe, now - conf.settings.ONLINE_WINDOW)
-    reads = {
-        "active_day": actives_store.queue_active(pipe, "day", day, max_id),
-        "active_week": actives_store.queue_active(pipe, "week", day, max_id),
-        "active_month": actives_store.queue_active(pipe, "month", day, max_id),
-        "new_visitors_day": visitors_store.queue_new_visitors(pipe, day),
-        "anonymous_day": visitors_store.queue_unique(pipe, "day", day),
-        "anonymous_week": visitors_store.queue_unique(pipe, "week", day),
-        "anonymous_month": visitors_store.queue_unique(pipe, "month", day),
-    }
-    traffic_at = traffic_store.queue_read(pipe, day, NOT_PEOPLE)
-    results = pipe.execute()
-    figures = {name: total(results, indexes) for name, indexes in reads.items()}
-    bots, machines = (int(count or 0) for count in results[traffic_at])
+    found = store.today(get_client(), day, now - conf.settings.ONLINE_WINDOW, conf.settings.ACTIVE_BITMAP_MAX_ID)
+    active, unique = found.active, {period: found.anonymous[period] + found.active[period] for period in found.active}
     return Stats(
         day=day,
-        online=total(results, online_at),
-        active_day=figures["active_day"],
-        active_week=figures["active_week"],
-        active_month=figures["active_month"],
-        new_visitors_day=figures["new_visitors_day"],
-        unique_visitors_day=figures["anonymous_day"] + figures["active_day"],
-        unique_visitors_week=figures["anonymous_week"] + figures["active_week"],
-        unique_visitors_month=figures["anonymous_month"] + figures["active_month"],
-        bots_day=bots,
-        machines_day=machines,
+        online=found.online,
+        active_day=active["day"],
+        active_week=active["week"],
+        active_month=active["month"],
+        new_visitors_day=found.new_visitors,
+        unique_visitors_day=unique["day"],
+        unique_visitors_week=unique["week"],
+        unique_visitors_month=unique["month"],
+        bots_day=found.bots,
+        machines_day=found.machines,
     )
 
 
@@ -141,23 +123,17 @@ def rollup_day(day: date) -> DailyRollup | None:
         if not acquired:
             return None
         client = get_client()
-        pipe = client.pipeline(transaction=False)
-        new_at = visitors_store.queue_harvest(pipe, day, now)
-        active_at = actives_store.queue_active(pipe, "day", day, conf.settings.ACTIVE_BITMAP_MAX_ID)
-        unique_at = visitors_store.queue_unique(pipe, "day", day)
-        traffic_at = traffic_store.queue_read(pipe, day, NOT_PEOPLE)
-        results = pipe.execute()
-        bots, machines = (int(count or 0) for count in results[traffic_at])
+        found = store.harvest(client, day, now, conf.settings.ACTIVE_BITMAP_MAX_ID)
         sessions, page_views = sessions_store.day_counts(client, day)
         row = DailyRollup(
             day=day,
             sessions=sessions,
             page_views=page_views,
-            active_users=total(results, active_at),
-            new_visitors=total(results, new_at),
-            unique_visitors=total(results, unique_at) + total(results, active_at),
-            bot_requests=bots,
-            machine_requests=machines,
+            active_users=found.active,
+            new_visitors=found.new_visitors,
+            unique_visitors=found.anonymous + found.active,
+            bot_requests=found.bots,
+            machine_requests=found.machines,
             updated_at=timezone.now(),
         )
         DailyRollup.objects.bulk_create(

@@ -15,8 +15,7 @@ from activity import clock, conf
 from activity.services import groups, locks
 from activity.store import groups as group_store
 from activity.store import last_seen as store
-from activity.store.client import get_client
-from activity.store.daily import total
+from activity.store.client import get_client, total
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,12 +34,11 @@ from activity.events import iso
 from activity.managers import account_candidates
 from activity.models import UserActivity
 from activity.services import groups, rate_limits, reports
-from activity.store import actives as actives_store
+from activity.store import audience as audience_store
 from activity.store import last_seen as last_seen_store
 from activity.store import privacy as store
-from activity.store import visitors as visitors_store
 from activity.store.client import get_client
-from activity.store.daily import KEEP_DAYS
+from activity.store.keys import KEEP_DAYS
 
 logger = logging.getLogger("activity.services.privacy")
 
@@ -85,16 +84,16 @@ def audience_days(now: float) -> list[date]:
 
 def _where(user: str, now: float) -> store.Where:
     settings = conf.settings
-    visitor = visitors_store.user_visitor_id(user)
-    visitor_hash, visitor_tombstones = visitors_store.visitor_home(visitor, settings.VISITOR_PARTITION_BITS)
+    visitor = audience_store.user_visitor_id(user)
+    visitor_hash, visitor_tombstones = audience_store.visitor_home(visitor, settings.VISITOR_PARTITION_BITS)
     periods = page_periods(now)
     days = audience_days(now)
-    day_bitmaps = [(calendar.day_name(day), actives_store.BITS[0](calendar.day_name(day))) for day in days]
-    by_period = dict(zip(calendar.PERIODS, actives_store.BITS, strict=True))
+    day_bitmaps = [(calendar.day_name(day), audience_store.BITS[0](calendar.day_name(day))) for day in days]
+    by_period = dict(zip(calendar.PERIODS, audience_store.BITS, strict=True))
     longer = {by_period[period](calendar.name_of(period, day)) for day in days for period in ("week", "month")}
     return store.Where(
         user=user,
-        bit=actives_store.bitmap_offset(user, settings.ACTIVE_BITMAP_MAX_ID),
+        bit=audience_store.bitmap_offset(user, settings.ACTIVE_BITMAP_MAX_ID),
         visitor_hash=visitor_hash,
         visitor_tombstones=visitor_tombstones,
         visitor=visitor,

@@ -1,37 +1,32 @@
-"""Rate limits: how many requests a client may make per window, counted in Redis.
+"""Rate limits: how many requests a client may make per fixed window, counted in Redis.
 
-A fixed window: a client may make ``limit`` requests in each window of ``duration`` seconds. The
-count travels with the request's own Redis round trip (``store.round_trip``), so counting costs no
-round trip of its own, and its reply comes back with the request's work. So the decision for a
-request cannot wait for its own count: a process that sees a client's count reach the limit
-refuses that client, without asking Redis, until the window ends. Other processes learn it at
-their next request from the client, so a window admits at most one request more than ``limit`` per
-process (and per concurrent thread) - the price of not paying a round trip. A refused request
-writes nothing. When Redis cannot count, requests are let through (logged): the endpoints that need
-Redis answer 503 on their own, and the ones that do not (the OpenAPI document) stay up.
+A client may make ``limit`` requests in each window of ``duration`` seconds. Counting costs the
+request no Redis command: it is decided from what this process knows, its own admitted requests of
+the window plus the window's total as Redis last answered, and each admitted request is added to
+the window's counter in Redis by the process's tracking batches (``activity.services.tracking``),
+at most one batch time later. So one process admits at most ``limit`` per window, and a client
+spread over several processes a little more: what the others admitted within one batch time. A
+refused request is not counted and writes nothing. When Redis cannot count, the counts are lost
+for the other processes (logged by the batches) and this process decides on its own.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import logging
+import threading
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rest_framework.settings import api_settings
 
 from activity import clock
-from activity.errors import StoreUnavailable
 from activity.expiring import ExpiringCache
 from activity.store import rate_limits as store
-from activity.store import round_trip
 from activity.store.client import get_client
-from activity.store.scripts import Pipeline
 
-logger = logging.getLogger("activity.services.rate_limits")
-
-MAX_BLOCKED = 10_000  # clients remembered as over their limit, per process (the oldest forgotten)
+MAX_WINDOWS = 10_000  # client windows remembered per process (the least recently used forgotten)
 MAX_IDENT = 64
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -73,47 +68,52 @@ def user_counters(user: str) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
-    allowed: bool
-    retry_after: float  # seconds until the window ends (when refused)
-
-
-# Clients this process saw reach their limit, each until its window ends.
-blocked: ExpiringCache[float] = ExpiringCache(MAX_BLOCKED)
-
-
-@dataclass
-class _Hit:
-    """The request's count, riding along with its round trip."""
+class Window:
+    """One client's fixed window of one scope: what a request is counted in."""
 
     scope: str
     ident: str
-    limit: int
+    number: int
     duration: int
-    now: float
-    needs_success: bool = False
-    _index: int = -1
 
-    def queue(self, pipe: Pipeline) -> None:
-        self._index = store.queue_hit(pipe, self.scope, self.ident, self.duration, self.now)
+    @property
+    def ends(self) -> float:
+        return (self.number + 1) * self.duration
 
-    def arrived(self, replies: list[Any]) -> None:
-        count = replies[self._index]
-        if isinstance(count, int) and count >= self.limit:
-            until = store.window_of(self.now, self.duration)[1]
-            blocked.put((self.scope, self.ident), until, until)
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allowed: bool
+    retry_after: float  # seconds until the window ends (when refused)
+    window: Window | None  # the window an admitted request is counted in, for ``send``
+
+
+_lock = threading.Lock()
+_unsent: ExpiringCache[int] = ExpiringCache(MAX_WINDOWS)  # admitted here, not yet in a total Redis gave
+_total: ExpiringCache[int] = ExpiringCache(MAX_WINDOWS)  # the window's total as Redis last answered
 
 
 def hit(scope: str, ident: str, limit: int, duration: int) -> Decision:
-    """Count one request of client ``ident`` under ``scope``: refused (no Redis call) when this
-    process already saw the client reach ``limit`` in the current window; otherwise let through,
-    its count queued for the request's round trip."""
+    """Admit one request of client ``ident`` under ``scope`` unless its window's count, as this
+    process knows it, has reached ``limit``; an admitted request is counted here at once and is to
+    be sent to Redis (``send``)."""
     now = clock.now()
-    until = blocked.get((scope, ident))
-    if until is not None:
-        return Decision(allowed=False, retry_after=until - now)
-    try:
-        round_trip.ride(_Hit(scope, ident, limit, duration, now), get_client())
-    except StoreUnavailable as error:  # sent at once (outside a request's round trip) and failed
-        logger.warning("rate limit %s not counted (Redis unavailable: %s); request let through", scope, error)
-    return Decision(allowed=True, retry_after=0.0)
+    number, ends = store.window_of(now, duration)
+    window = Window(scope, ident, number, duration)
+    with _lock:
+        unsent = _unsent.get(window) or 0
+        if (_total.get(window) or 0) + unsent >= limit:
+            return Decision(allowed=False, retry_after=ends - now, window=None)
+        _unsent.put(window, unsent + 1, ends)
+    return Decision(allowed=True, retry_after=0.0, window=window)
+
+
+def send(windows: Sequence[Window]) -> None:
+    """Add admitted requests to their windows' counters in Redis (one round trip), and remember
+    the totals Redis answers. Raises ``StoreUnavailable``."""
+    counts = Counter(windows)
+    totals = store.add(get_client(), [(w.scope, w.ident, w.number, w.duration, n) for w, n in counts.items()])
+    with _lock:
+        for (window, sent), total in zip(counts.items(), totals, strict=True):
+            _unsent.put(window, max((_unsent.get(window) or 0) - sent, 0), window.ends)
+            _total.put(window, max(total, _total.get(window) or 0), window.ends)

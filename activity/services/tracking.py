@@ -1,25 +1,25 @@
-"""The tracking middleware's activity, sent to Redis in batches by one thread per process.
+"""What requests leave behind, sent to Redis in batches by one thread per process: the tracking
+middleware's activity, API callers' own activity, and the requests the rate limits admitted.
 
-Sent request by request, a tracked page costs its request a round trip and Redis one call of each
-script per view, whose fixed part outweighs the view's own work (``bench.reports_scale``: a page
-view costs Redis 3x more in a call of its own than in a call of 100). So with
-``ACTIVITY_TRACK_BATCH_MS`` above 0 the middleware only appends the request's activity here (a lock
-and a list append), and a daemon thread sends a batch ``ACTIVITY_TRACK_BATCH_MS`` after its first
-entry arrived, or as soon as ``ACTIVITY_TRACK_BATCH_SIZE`` entries wait: one
-``services.record_events`` call per kind of traffic, so one round trip and one call of each script
-for the whole batch. Order within a batch does not matter: last seen only moves forward, and a
+Sent request by request, a tracked page would cost its request a round trip, and Redis one call
+of each script per view, whose fixed part outweighs the view's own work. So a request only appends
+its entries here (a lock and a list append), and a daemon thread sends a batch
+``ACTIVITY_TRACK_BATCH_MS`` after its first entry arrived, or as soon as
+``ACTIVITY_TRACK_BATCH_SIZE`` entries wait: one ``ingest.record_events`` call per kind of traffic
+(one round trip each, one call of each script for the whole batch), and one round trip for the
+rate-limit counts. Order within a batch does not matter: last seen only moves forward, and a
 session's views are sorted by time.
 
 What it costs: activity reaches Redis up to ``ACTIVITY_TRACK_BATCH_MS`` later (or, when that time
 ends during the previous batch's send, right after it), and a process killed outright (SIGKILL, the
 OOM killer) loses what it had not sent, at most that long of its requests. A process that exits
-normally sends the rest first (``atexit``). At most ``ACTIVITY_TRACK_BUFFER_MAX``
-entries wait; past that (Redis slow or away) the oldest are dropped and counted
-(``activity_track_dropped``). When Redis refuses a batch, it and what waited behind it are dropped
-as the middleware's own failures are: logged, counted, and tracking paused for
-``ACTIVITY_FAIL_OPEN_BACKOFF`` seconds (so a process exiting while Redis is away pays one timeout).
-With ``ACTIVITY_TRACK_BATCH_MS`` = 0 each request records its own activity before its response
-returns.
+normally sends the rest first (``atexit``). At most ``ACTIVITY_TRACK_BUFFER_MAX`` entries wait;
+past that (Redis slow or away) the oldest are dropped and counted (``activity_track_dropped``). When
+Redis refuses a batch, it and what waited behind it are dropped as the middleware's own failures
+are: logged, counted, and tracking paused for ``ACTIVITY_FAIL_OPEN_BACKOFF`` seconds (``fail_open``;
+so a process exiting while Redis is away pays one timeout). With ``ACTIVITY_TRACK_BATCH_MS`` = 0
+each request sends its own entries before its response returns (the tests' way of reading what a
+request wrote).
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from activity import conf, metrics
 from activity.errors import StoreUnavailable
 from activity.events import Event
-from activity.services import ingest
+from activity.services import ingest, rate_limits
+from activity.services.rate_limits import Window
 
 logger = logging.getLogger("activity.services.tracking")
 
@@ -61,11 +61,19 @@ class _Kind:
     requests: int = 0
 
 
-def send(entries: list[Activity]) -> None:
-    """Record ``entries`` now: one ``record_events`` call per kind of traffic, one round trip.
-    Raises ``StoreUnavailable``."""
+Entry = Activity | Window  # a request's activity, or one request a rate limit admitted in that window
+
+
+def send(entries: list[Entry]) -> None:
+    """Record ``entries`` now: one ``record_events`` call per kind of traffic and one for the
+    rate-limit counts, a round trip each. Raises ``StoreUnavailable``."""
+    windows = [entry for entry in entries if isinstance(entry, Window)]
+    if windows:
+        rate_limits.send(windows)
     kinds: dict[str, _Kind] = {}
     for entry in entries:
+        if isinstance(entry, Window):
+            continue
         batch = kinds.setdefault(entry.kind, _Kind())
         batch.requests += 1
         if entry.event is not None:
@@ -77,12 +85,45 @@ def send(entries: list[Activity]) -> None:
         ingest.record_events(batch.events, batch.visitors, batch.names, kind=kind, requests=batch.requests)
 
 
+class FailOpen:
+    """Counts Redis failures and says whether tracking is paused after the latest one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.failures = 0
+        self.skipped = 0
+        self._paused_until = 0.0
+
+    def paused(self) -> bool:
+        if time.monotonic() < self._paused_until:
+            with self._lock:
+                self.skipped += 1
+            return True
+        return False
+
+    def failed(self, error: Exception) -> None:
+        metrics.FAIL_OPEN_PAUSES.inc()
+        with self._lock:
+            self.failures += 1
+            self._paused_until = time.monotonic() + conf.settings.FAIL_OPEN_BACKOFF
+        logger.warning(
+            "Activity tracking paused for %ss: Redis unavailable (%s)", conf.settings.FAIL_OPEN_BACKOFF, error
+        )
+
+    def reset(self) -> None:
+        with self._lock:
+            self.failures = self.skipped = 0
+            self._paused_until = 0.0
+
+
+fail_open = FailOpen()
+
+
 class Batches:
     """The waiting entries and the thread that sends them; started in the process that first adds
     (a forked child starts afresh: what its parent had waiting is the parent's to send)."""
 
-    def __init__(self, failed: Callable[[StoreUnavailable], None]) -> None:
-        self._failed = failed
+    def __init__(self) -> None:
         self._reset()
         os.register_at_fork(after_in_child=self._reset)
         atexit.register(self.flush)
@@ -90,11 +131,11 @@ class Batches:
     def _reset(self) -> None:
         self._ready = threading.Condition()
         self._sending = threading.Lock()  # one sender at a time: the thread, or a flush
-        self._waiting: deque[Activity] = deque()
+        self._waiting: deque[Entry] = deque()
         self._since = 0.0  # when the oldest waiting entry's batch time began (time.monotonic)
         self._thread: threading.Thread | None = None
 
-    def add(self, entry: Activity) -> None:
+    def add(self, entry: Entry) -> None:
         with self._ready:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="activity-track-batches", daemon=True)
@@ -152,55 +193,23 @@ class Batches:
             with self._ready:  # the rest would fail alike: dropped now, not tried batch after batch
                 metrics.TRACK_DROPPED.inc(len(batch) + len(self._waiting))
                 self._waiting.clear()
-            self._failed(error)
+            fail_open.failed(error)
             return False
         except Exception:  # the thread outlives any one batch; the error is the batch's to report
-            logger.exception("a batch of %d tracked requests was not recorded", len(batch))
+            logger.exception("a batch of %d tracked entries was not recorded", len(batch))
         return True
 
 
-class FailOpen:
-    """Counts Redis failures and says whether tracking is paused after the latest one."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.failures = 0
-        self.skipped = 0
-        self._paused_until = 0.0
-
-    def paused(self) -> bool:
-        if time.monotonic() < self._paused_until:
-            with self._lock:
-                self.skipped += 1
-            return True
-        return False
-
-    def failed(self, error: Exception) -> None:
-        metrics.FAIL_OPEN_PAUSES.inc()
-        with self._lock:
-            self.failures += 1
-            self._paused_until = time.monotonic() + conf.settings.FAIL_OPEN_BACKOFF
-        logger.warning(
-            "Activity tracking paused for %ss: Redis unavailable (%s)", conf.settings.FAIL_OPEN_BACKOFF, error
-        )
-
-    def reset(self) -> None:
-        with self._lock:
-            self.failures = self.skipped = 0
-            self._paused_until = 0.0
+batches = Batches()
 
 
-fail_open = FailOpen()
-batches = Batches(failed=fail_open.failed)
-
-
-def record(activity: Activity) -> None:
-    """Hand a tracked request's activity over: to the batches, or with ``ACTIVITY_TRACK_BATCH_MS``
-    = 0 straight to Redis (a failure then pauses tracking here)."""
+def record(entry: Entry) -> None:
+    """Hand a request's entry over: to the batches, or with ``ACTIVITY_TRACK_BATCH_MS`` = 0
+    straight to Redis (a failure then pauses tracking here)."""
     if conf.settings.TRACK_BATCH_MS > 0:
-        batches.add(activity)
+        batches.add(entry)
         return
     try:
-        send([activity])
+        send([entry])
     except StoreUnavailable as error:
         fail_open.failed(error)

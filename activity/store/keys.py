@@ -15,12 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import TypeVar
 
 from activity import calendar, conf
 from activity.calendar import DAY_SECONDS
-from activity.store.daily import KEEP_DAYS, day_ttl
 
 # --- families: what each kind of key is and how long it lives ----------------------------------
 
@@ -48,13 +47,23 @@ def fixed(seconds: Callable[[], int]) -> Lifetime:
     return Lifetime("ttl", lambda fields, now: seconds())
 
 
+# The dated audience keys (``activity.store.audience``) live this many days beyond the last day of
+# their period: longer than a report reads them, plus a margin for a late rollup.
+KEEP_DAYS = 35
+
+
+def day_ttl(day: date, now: float) -> int:
+    """Seconds a key of ``day`` still has to live at ``now``; <= 0 once the day is out of retention."""
+    return calendar.seconds_left(day, KEEP_DAYS, now)
+
+
 # The longest a writer gives a key of each dated kind: a day's, a week's or a month's retention.
 _LONGEST_DAYS = {"day": KEEP_DAYS + 1, "week": KEEP_DAYS + 7, "month": KEEP_DAYS + 31}
 
 
 def _dated_retention(fields: Mapping[str, str], now: float) -> int:
     """A key of a day, ISO week or month lives until the period's last day ends + ``KEEP_DAYS``, as
-    ``activity.store.daily`` writes it; one out of retention is deleted (no writer renews it), one
+    ``activity.store.audience`` writes it; one out of retention is deleted (no writer renews it), one
     whose name holds no readable period gets the longest TTL a writer gives."""
     period = next(name for name in calendar.PERIODS if name in fields)
     try:

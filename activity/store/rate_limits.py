@@ -1,16 +1,16 @@
 """Request counters for rate limiting: one counter per client and fixed window, O(1) per client.
 
 DRF's own throttles keep the time of every request of the window in one cached list, read and
-written whole on each request, so their cost grows with the rate. A fixed window needs one INCR,
-queued on the request's own round trip (``round_trip``).
+written whole on each request, so their cost grows with the rate. A fixed window needs one counter,
+added to with INCRBY, as Sentry's rate limiter does.
 """
 
 from __future__ import annotations
 
-from activity.store import keys
-from activity.store.scripts import LuaScript, Pipeline
+from collections.abc import Sequence
 
-RATE_HIT = LuaScript("rate_hit")
+from activity.store import keys
+from activity.store.client import Client
 
 
 def window_of(now: float, window_s: int) -> tuple[int, float]:
@@ -23,8 +23,11 @@ def counter_key(scope: str, ident: str, window: int) -> str:
     return keys.rate_limit(scope, ident, window)
 
 
-def queue_hit(pipe: Pipeline, scope: str, ident: str, window_s: int, now: float) -> int:
-    """Queue one request of ``ident`` in the current ``window_s`` window of ``scope``; the reply at
-    the returned index is the window's count so far."""
-    window, _ = window_of(now, window_s)
-    return pipe.script(RATE_HIT, [keys.rate_limit(scope, ident, window)], [window_s + 1])
+def add(client: Client, counts: Sequence[tuple[str, str, int, int, int]]) -> list[int]:
+    """Add to each (scope, client ident, window number, window seconds, requests) counter, giving it
+    the window's length plus a second to live; returns each window's total. One round trip."""
+    pipe = client.pipeline(transaction=False)
+    for scope, ident, window, window_s, requests in counts:
+        pipe.incrby(counter_key(scope, ident, window), requests)
+        pipe.expire(counter_key(scope, ident, window), window_s + 1)
+    return pipe.execute()[::2]

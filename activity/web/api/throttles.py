@@ -1,5 +1,6 @@
-"""DRF throttles on the service's own counters: O(1) Redis state per client, forwarded headers
-believed only from trusted proxies.
+"""DRF throttles on the service's own counters (``activity.services.rate_limits``): O(1) Redis
+state per client, no Redis command on the request's path, forwarded headers believed only from
+trusted proxies.
 
 DRF's ``SimpleRateThrottle`` keeps every request time of the window in one cached list (its cost
 grows with the rate), and its client address trusts any ``X-Forwarded-For`` when ``NUM_PROXIES``
@@ -17,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from activity import conf
-from activity.services import rate_limits
+from activity.services import rate_limits, tracking
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -76,6 +77,8 @@ class FixedWindowThrottle(BaseThrottle):
             return True
         decision = rate_limits.hit(self.scope_of(view), ident, *rate)
         self._wait = decision.retry_after
+        if decision.window is not None:
+            tracking.record(decision.window)  # the count goes to Redis with the process's batches
         return decision.allowed
 
     def wait(self) -> float | None:

@@ -101,10 +101,8 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_REPORT_MERGE_SLICE": 25,
     "ACTIVITY_REPORT_MERGE_SLICES_PER_RUN": 1000,
     "ACTIVITY_REPORT_READ_WINDOW": 600,
-    # Group views (GET /api/v1/groups/<id>/members/): lifetime, and how live updates reach them.
+    # Group views (GET /api/v1/groups/<id>/members/): their lifetime.
     "ACTIVITY_GROUP_VIEW_TTL": 300,
-    "ACTIVITY_GROUP_VIEW_STRATEGY": "lua",
-    "ACTIVITY_GROUP_VIEW_TTL_MARGIN": 1.0,
     # Admin dashboard: seconds between live refreshes, and days in its charts (today included).
     "ACTIVITY_DASHBOARD_REFRESH": 5.0,
     "ACTIVITY_DASHBOARD_DAYS": 30,

@@ -95,8 +95,8 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
 
     from activity import clock
     from activity.services import ingest, reports
-    from activity.store.client import get_client
     from activity.store.audience import VISITOR_SHARDS
+    from activity.store.client import get_client
 
     now = clock.now()
     client = get_client()

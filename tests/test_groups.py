@@ -11,7 +11,6 @@ import time
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from redis.exceptions import ResponseError
 
@@ -21,17 +20,7 @@ from activity.store import groups as store
 from activity.store import keys
 from tests.redis_counts import CommandDelta
 
-STRATEGIES = [
-    pytest.param({"ACTIVITY_GROUP_VIEW_STRATEGY": "lua"}, id="lua"),
-    pytest.param({"ACTIVITY_GROUP_VIEW_STRATEGY": "ttl_guard", "ACTIVITY_GROUP_VIEW_TTL_MARGIN": 0.1}, id="ttl_guard"),
-]
 NOW = 1_790_000_000.0
-
-
-@pytest.fixture(params=STRATEGIES)
-def strategy(request):
-    with override_settings(**request.param):
-        yield request.param["ACTIVITY_GROUP_VIEW_STRATEGY"]
 
 
 def make_group(name: str, size: int, prefix: str | None = None) -> tuple[Group, list[str]]:
@@ -125,7 +114,7 @@ def test_permissions_and_unknown_group(staff_api, member_api, redis_client):
 # --- live updates, exists-only ---------------------------------------------------------------------
 
 
-def test_updates_reach_existing_views_only(strategy, staff_api, redis_client):
+def test_updates_reach_existing_views_only(staff_api, redis_client):
     group, users = make_group("g", 4)
     other, other_users = make_group("other", 3)
     staff_api.get(f"/api/v1/groups/{group.pk}/members/")
@@ -166,11 +155,6 @@ def test_upsert_script_checks_arguments_and_writes_nothing(redis_client):
     assert redis_client.zscore(keys.group_view(1), "a") == 1
 
 
-def test_unknown_strategy_is_a_configuration_error(redis_client):
-    with pytest.raises(ImproperlyConfigured):
-        store.upsert(redis_client, {1: {"a": 1.0}}, "watch", 1.0)
-
-
 def _burst(members: list[str], seconds: float, seed: int) -> None:
     rnd = random.Random(seed)
     deadline = time.monotonic() + seconds
@@ -188,7 +172,7 @@ def _processes(target, args_list) -> list[multiprocessing.Process]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_no_partial_view_while_views_expire_during_a_burst(strategy, redis_client):
+def test_no_partial_view_while_views_expire_during_a_burst(redis_client):
     """TTL 1 s: views expire mid-burst and are rebuilt; no one ever sees a view short of members."""
     group, users = make_group("g", 40)
     with override_settings(ACTIVITY_GROUP_VIEW_TTL=1):
@@ -212,7 +196,7 @@ def test_no_partial_view_while_views_expire_during_a_burst(strategy, redis_clien
 
 
 @pytest.mark.django_db(transaction=True)
-def test_views_exact_after_concurrent_out_of_order_updates_and_rebuilds(strategy, redis_client):
+def test_views_exact_after_concurrent_out_of_order_updates_and_rebuilds(redis_client):
     """Writers in 4 processes send shuffled timestamps while the view is dropped and rebuilt."""
     group, users = make_group("g", 40)
     groups.members_page(group.pk, 0, 10)
@@ -228,7 +212,7 @@ def test_views_exact_after_concurrent_out_of_order_updates_and_rebuilds(strategy
     assert view(redis_client, group) == expected_order(redis_client, users)
 
 
-def test_views_exact_after_concurrent_threads(db, strategy, redis_client):
+def test_views_exact_after_concurrent_threads(db, redis_client):
     group, users = make_group("g", 30)
     groups.members_page(group.pk, 0, 10)
     threads = [threading.Thread(target=_burst, args=(users, 1.0, seed)) for seed in range(4)]
@@ -319,7 +303,7 @@ def test_update_landing_between_build_read_and_publish_is_caught_up(db, redis_cl
     assert view(redis_client, group) == expected_order(redis_client, users)
 
 
-def test_build_and_updates_survive_script_flush(strategy, db, redis_client):
+def test_build_and_updates_survive_script_flush(db, redis_client):
     """NOSCRIPT (restart, failover) in the build's MULTI or the upsert pipeline is recovered from."""
     group, users = make_group("g", 3)
     redis_client.script_flush()

@@ -86,8 +86,7 @@ def _catch_up(client, group_id: int, built: Mapping[str, float | None]) -> None:
     now = last_seen_store.get_many(client, built)
     moved = {user: ts for user, ts in now.items() if ts is not None and ts != built[user]}
     if moved:
-        settings = conf.settings
-        store.upsert(client, {group_id: moved}, settings.GROUP_VIEW_STRATEGY, settings.GROUP_VIEW_TTL_MARGIN)
+        store.upsert(client, {group_id: moved})
 
 
 def propagate(latest: Mapping[str, float], groups_of: Mapping[str, Iterable[str]]) -> int:
@@ -102,8 +101,7 @@ def propagate(latest: Mapping[str, float], groups_of: Mapping[str, Iterable[str]
             updates.setdefault(int(group_id), {})[user] = latest[user]
     if not updates:
         return 0
-    settings = conf.settings
-    return store.upsert(get_client(), updates, settings.GROUP_VIEW_STRATEGY, settings.GROUP_VIEW_TTL_MARGIN)
+    return store.upsert(get_client(), updates)
 
 
 def drop_views(group_ids: Iterable[int], removed: Iterable[tuple[int, str]] = ()) -> None:

@@ -1,10 +1,11 @@
 """Group views: per-group sorted sets (member -> last seen) built on demand, updated only while they exist.
 
 A view is built into a temporary key and published by one script (RENAME + PEXPIRE), so a reader
-sees either no view or a complete one. Live updates never create a view: both strategies write
-with ``ZADD XX GT`` (only members already in the view, only forward) and skip views that are gone
-(the Lua strategy checks EXISTS in the same atomic step; the TTL guard skips views whose TTL is
-within the margin). Never-seen members are stored with score ``NEVER`` so they sort last.
+sees either no view or a complete one. Live updates never create a view: ``lua/group_view_upsert.lua``
+checks EXISTS and writes ``ZADD XX GT`` (only members already in the view, only forward) in one
+atomic step. (``bench.groups`` measures it against the TTL guard, a pipeline of PTTL then ZADD: the
+Lua upsert does 1.7x its updates a second.) Never-seen members are stored with score ``NEVER`` so
+they sort last.
 
 Every key here carries the ``{grp}`` hash tag (see keys.py), so one script or MULTI may touch any
 of them on a Redis Cluster; last seen lives under ``{ls}`` and is read in a separate round trip.
@@ -16,8 +17,6 @@ import secrets
 from collections.abc import Iterable, Mapping
 from itertools import islice
 
-from django.core.exceptions import ImproperlyConfigured
-
 from activity.store import keys
 from activity.store.client import Client
 from activity.store.scripts import LuaScript, Pipeline
@@ -27,8 +26,7 @@ PUBLISH = LuaScript("group_view_publish")
 GROUPS_OF = LuaScript("groups_of")
 
 NEVER = -1.0  # score of a member never seen: below every real epoch time
-STRATEGIES = ("lua", "ttl_guard")
-KEYS_PER_ROUND = 250  # views per script call / per TTL-guard round trip
+KEYS_PER_ROUND = 250  # views per script call
 BUILD_TTL_MS = 30_000  # a builder that dies leaves its temporary key for at most this long
 INDEX_SLACK = 60  # seconds the user -> groups index outlives the views it points to
 ZADD_CHUNK = 1000
@@ -92,17 +90,9 @@ def queue_groups_of(pipe: Pipeline, users: Iterable[str]) -> int | None:
     return pipe.script(GROUPS_OF, index_keys, []) if index_keys else None
 
 
-def upsert(client: Client, updates: Updates, strategy: str, margin: float) -> int:
-    """Apply last-seen updates to the views that exist; returns how many (view, member) moved."""
-    if strategy == "lua":
-        return upsert_lua(client, updates)
-    if strategy == "ttl_guard":
-        return upsert_ttl_guard(client, updates, margin)
-    raise ImproperlyConfigured(f"ACTIVITY_GROUP_VIEW_STRATEGY must be one of {STRATEGIES}, not {strategy!r}")
-
-
-def upsert_lua(client: Client, updates: Updates) -> int:
-    """One EVALSHA (EXISTS + ZADD XX GT, atomic) per KEYS_PER_ROUND views, all in one round trip."""
+def upsert(client: Client, updates: Updates) -> int:
+    """Apply last-seen updates to the views that exist; returns how many (view, member) moved. One
+    EVALSHA (EXISTS + ZADD XX GT, atomic) per KEYS_PER_ROUND views, all in one round trip."""
     pipe = client.pipeline(transaction=False)
     calls = []
     for batch in _chunks(updates.items(), KEYS_PER_ROUND):
@@ -116,28 +106,6 @@ def upsert_lua(client: Client, updates: Updates) -> int:
         return 0
     results = pipe.execute()
     return sum(results[i] for i in calls)
-
-
-def upsert_ttl_guard(client: Client, updates: Updates, margin: float) -> int:
-    """Per KEYS_PER_ROUND views: PTTL in one round trip, then ZADD XX GT where TTL > margin in another.
-
-    A view expiring within the margin is skipped (it is about to be rebuilt anyway). A PTTL of -1
-    (a view without TTL) is skipped too: the sweep removes such keys, nothing here feeds them.
-    """
-    margin_ms = margin * 1000
-    moved = 0
-    for batch in _chunks(((g, s) for g, s in updates.items() if s), KEYS_PER_ROUND):
-        pipe = client.pipeline(transaction=False)
-        for group_id, _ in batch:
-            pipe.pttl(keys.group_view(group_id))
-        ttls = pipe.execute()
-        pipe = client.pipeline(transaction=False)
-        for (group_id, scores), ttl in zip(batch, ttls, strict=True):
-            if ttl > margin_ms:
-                pipe.zadd(keys.group_view(group_id), dict(scores), xx=True, gt=True, ch=True)
-        if len(pipe):
-            moved += sum(pipe.execute())
-    return moved
 
 
 def drop(client: Client, group_ids: Iterable[int], removed: Iterable[tuple[int, str]], ttl: int) -> None:

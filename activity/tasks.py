@@ -43,9 +43,11 @@ def record_events(events: list[dict[str, Any]]) -> dict[str, int]:
     """Record a batch of events (dicts as in ``POST /api/v1/events/``).
 
     A bad batch raises ``InvalidBatch`` (the API's error shape as JSON) and is not retried: it
-    stays bad however often it runs. Replaying a good one is harmless: last seen only ever moves
-    forward. Give each event a ``ts`` when sending, so a retry records the time of the event
-    rather than the time of the retry.
+    stays bad however often it runs. A retry after Redis refused the batch records it once. A
+    replay of a batch Redis did take (its reply lost to a timeout, or a worker killed before the
+    acknowledgement) leaves last seen, active users and visitors as they were (they only move
+    forward, or are sets) but counts the batch's page views again. Give each event a ``ts`` when
+    sending, so a retry records the time of the event rather than the time of the retry.
     """
     result = ingest.record_events(clean_events(events))
     return {"accepted": result.accepted, "last_seen_updated": result.last_seen_updated}

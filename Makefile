@@ -3,12 +3,16 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run dev test test-cluster bench bench-http lint format
+.PHONY: run dev test test-cluster bench bench-http lint format docs
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.docs-installed: $(VENV)/.installed requirements-docs.txt
+	$(PY) -m pip install --quiet -r requirements-docs.txt
 	touch $@
 
 # gunicorn (project/gunicorn.conf.py; WEB_CONCURRENCY workers) after collectstatic, plus Celery worker and beat.
@@ -40,3 +44,8 @@ lint: $(VENV)/.installed
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict fails on a broken link or page
+# (not with --quiet: mkdocs 1.6 then hides the warnings and passes).
+docs: $(VENV)/.docs-installed
+	$(PY) -m mkdocs build --strict

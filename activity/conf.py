@@ -8,6 +8,7 @@ Environment variables arrive as strings, so each value is coerced to its type.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -68,7 +69,7 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_VISITOR_COOKIE_NAME": "act_vid",
     "ACTIVITY_VISITOR_COOKIE_AGE": 365 * 86400,
     "ACTIVITY_VISITOR_COOKIE_SECURE": True,
-    # "First visit ever" hashes: 2**bits partitions (fixed once ids are stored; see the README).
+    # "First visit ever" hashes: 2**bits partitions (fixed once ids are stored; see docs/visitors.md).
     "ACTIVITY_VISITOR_PARTITION_BITS": 17,
     # Integer user ids up to this are counted exactly in per-day bitmaps (max_id / 8 bytes a day).
     "ACTIVITY_ACTIVE_BITMAP_MAX_ID": 2**26,
@@ -120,6 +121,19 @@ DEFAULTS: dict[str, Any] = {
     # only, unless this counts them as people (actives, page views, most-active).
     "ACTIVITY_COUNT_MACHINES": False,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One public setting, as the documentation's configuration table lists it (``docs/hooks.py``)."""
+
+    name: str
+    default: Any
+    why: str  # one sentence: why a site would change it
+
+
+SETTINGS: tuple[Setting, ...] = tuple(Setting(name, default, "") for name, default in DEFAULTS.items())
+
 
 _TUPLES = {
     "ACTIVITY_TRUSTED_PROXIES",

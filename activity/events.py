@@ -2,7 +2,7 @@
 
 Each ``clean_*`` function returns the cleaned value or raises ``InvalidValue`` with a reason a
 client can act on. ``clean_events`` validates a whole batch for the ingest API and the Celery task
-alike, and reports every bad field at once in DRF's nested error shape (API.md).
+alike, and reports every bad field at once in DRF's nested error shape (docs/api.md).
 """
 
 from __future__ import annotations

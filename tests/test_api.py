@@ -1,4 +1,4 @@
-"""The REST contract of API.md: ingest validation, permissions, last seen, online, health, docs."""
+"""The REST contract of docs/api.md: ingest validation, permissions, last seen, online, health, docs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Group views: exists-only upserts never create partial views, views stay exact, membership and
-sweep keep them honest, and the members API pages, permits and validates per API.md."""
+sweep keep them honest, and the members API pages, permits and validates per docs/api.md."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ class Stats:
     machines_day: int
 
     def as_api(self) -> dict[str, Any]:
-        """The body of ``GET /api/v1/stats/`` (API.md)."""
+        """The body of ``GET /api/v1/stats/`` (docs/api.md)."""
         return {
             "online": self.online,
             "active": {"day": self.active_day, "week": self.active_week, "month": self.active_month},

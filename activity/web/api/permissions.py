@@ -1,4 +1,4 @@
-"""Who may do what (API.md): staff everything, users their own data, ingest by permission."""
+"""Who may do what (docs/api.md): staff everything, users their own data, ingest by permission."""
 
 from rest_framework.permissions import BasePermission
 

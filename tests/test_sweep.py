@@ -98,7 +98,6 @@ HELPERS = {
     "page_stats_ttl",
     "display_name_pattern",
     "user_views_pattern",
-    "group_family",
 }
 
 

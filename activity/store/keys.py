@@ -492,11 +492,6 @@ def reports_read() -> str:
 # one) or a leftover, and deleting it is safe: the next read rebuilds it.
 
 
-def group_family() -> str:
-    """SCAN pattern of the group-view family; every key in it has a TTL (``sweep`` deletes strays)."""
-    return f"{prefix()}{{grp}}:*"
-
-
 @family("{grp}:view:<group_id>", "zset", DELETE)
 def group_view(group_id: int) -> str:
     """Sorted set: member = user id, score = last seen (-1 = never seen). TTL GROUP_VIEW_TTL."""

@@ -114,7 +114,7 @@ def queue_record(
     if not latest and not visitors and people:
         return lambda replies: RecordResult(accepted=0, last_seen_updated=0)
     moved_at = last_seen_store.queue_update(pipe, latest, now) if latest else []
-    started_at = None
+    started_at: list[int] = []
     if views:
         started_at = sessions_store.queue_record(
             pipe,
@@ -153,7 +153,7 @@ def queue_record(
             accepted=accepted,
             last_seen_updated=moved,
             new_visitors=total(results, new_at),
-            sessions_started=0 if started_at is None else results[started_at],
+            sessions_started=total(results, started_at),
         )
 
     return finish

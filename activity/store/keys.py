@@ -143,7 +143,8 @@ def stray_ttl(key: str, now: float, default: int) -> int | None:
 def page_stats_ttl(stats_days: int, weekly: bool = False) -> int:
     """Seconds a per-day page statistic (``weekly``: per-week ones and display names) lives: from
     its first write for counters and the day's paths, its last for display names and the keys
-    listing a period's users (``lua/session_record.lua``), and the sweep's TTL for one without."""
+    listing a period's users (the page-view scripts, ``activity.store.sessions``), and the sweep's
+    TTL for one without."""
     return (stats_days + (7 if weekly else 0)) * DAY_SECONDS
 
 
@@ -318,9 +319,10 @@ def active_hll_month(month: str) -> str:
 
 
 # --- navigation sessions and page-view statistics: all tagged {pv} -----------------------------
-# One tag because one EVALSHA per batch writes every user's session list together with the shared
-# per-day counters, and because the reports' SORT reads the per-user counters and names through
-# BY/GET patterns, which Redis Cluster allows only within the sorted key's slot.
+# One tag because each page-view script of a batch writes every user's keys (session list,
+# counters, name) together with the shared per-day keys, and because the reports' SORT reads the
+# per-user counters and names through BY/GET patterns, which Redis Cluster allows only within the
+# sorted key's slot.
 # Page statistics live PAGE_STATS_DAYS (weekly ones 7 more), whatever their day: counters and the
 # day's paths after their first write, display names after their last, and the keys listing a
 # period's users after its latest new user, merge or (pending sets) first entry since a merge; so
@@ -423,7 +425,7 @@ def user_views_pattern(period: str) -> str:
 @family("{pv}:top:<period>", "zset", _page_stats(weekly=True))
 def top_viewers(period: str) -> str:
     """Sorted set: user id -> page views in ``period`` of the ``ACTIVITY_REPORT_CANDIDATES`` users
-    with the most (ties: the greater user id, as SORT ... DESC), kept by the page-view script; the
+    with the most (ties: the greater user id, as SORT ... DESC), kept by ``lua/viewer_rank.lua``; the
     ``most-active`` report sorts its top K (TTL: as the period's counters, renewed with each new one)."""
     return f"{prefix()}{PV_TAG}:top:{period}"
 
@@ -445,10 +447,10 @@ def viewers_by_name(period: str) -> str:
 # belongs to exactly one family.
 @family("{pv}:byname-pending:<period>", "set", _page_stats(weekly=True))
 def viewers_by_name_pending(period: str) -> str:
-    """Set: "name NUL user" entries of ``period`` not yet in ``viewers_by_name``. The page-view
-    script adds a user's entry at its first view of the period or at a rename (an SADD, O(1), where
-    an ordered insert into the index is O(log N)); the by-name read and the refresh job
-    move them into the index a bounded slice per call. The set also holds a marker, the empty
+    """Set: "name NUL user" entries of ``period`` not yet in ``viewers_by_name``.
+    ``lua/viewer_names.lua`` adds a user's entry at its first view of the period or at a rename (an
+    SADD, O(1), where an ordered insert into the index is O(log N)); the by-name read and the
+    refresh job move them into the index a bounded slice per call. The set also holds a marker, the empty
     string, so the script's SADD tells when the set is new and gets its TTL (as the period's
     counters, from the first entry since the set was made or a merge took the marker), without an
     EXPIRE at every new viewer."""

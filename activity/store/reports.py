@@ -1,9 +1,10 @@
 """Sorted reports in Redis, each command's work bounded whatever the number of viewers.
 
-The page-view script keeps, per day and ISO week, the top viewers (user -> views, the
-``ACTIVITY_REPORT_CANDIDATES`` users with the most) and the by-name entries ("name NUL user") of the
-period's new viewers in a pending set, which merges move into a by-name index (score 0) a bounded
-slice at a time, so no report ever sorts every viewer:
+The page-view scripts keep, per day and ISO week, the top viewers (user -> views, the
+``ACTIVITY_REPORT_CANDIDATES`` users with the most: ``lua/viewer_rank.lua``) and the by-name entries
+("name NUL user") of the period's new viewers in a pending set (``lua/viewer_names.lua``), which
+merges move into a by-name index (score 0) a bounded slice at a time, so no report ever sorts every
+viewer:
 
 - a ranked report's copy is built by copying the top viewers' first K into a candidates set
   (ZRANGESTORE ... REV LIMIT) and one ``SORT candidates BY views DESC GET # GET name GET views

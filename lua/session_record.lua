@@ -3,67 +3,133 @@
 -- starts a new session. A view whose RPUSH answers 1 began a new list, so it began a session: those
 -- are counted in the day's sessions-started counter (one INCRBY per call; the counter gets its TTL
 -- when the INCRBY creates it).
--- Transitions: a view that follows another in the same session (the list's last entry, read
--- before the RPUSH) counts previous page -> this page in the day's set of the previous page (the
--- stem KEYS[3] followed by that page), capped at the most frequent: when a new next page takes the
--- set past the cap plus the slack, the least frequent are removed down to the cap (at most slack + 1
--- members, once per slack + 1 new ones: amortized O(log N) a view). A set gets its TTL when made:
--- a per-day key is written during its day (and by late events within retention), so the TTL of its
--- first write is the day's retention. A reload (the same page again) is not a transition.
+-- Transitions: a view that follows another in the same session (the list's last entry, read before
+-- the RPUSH) counts the step previous page -> this page on the view's day, as the member
+-- "previous NUL page" of two sorted sets: the counts (score = times) and an index (score 0) where a
+-- page's steps are one ZRANGEBYLEX [previous NUL (previous \1. A reload (the same page again) is
+-- not a step, nor is one from an empty page or between pages holding a NUL (the member would be
+-- ambiguous). Both sets are bounded, the least frequent going first:
+-- - per page: when a new step takes a page past the cap of next pages plus its slack (ZLEXCOUNT on
+--   the index), its least frequent are removed down to the cap (ties: the lowest next page, as a
+--   ZREMRANGEBYRANK of a per-page set removed them);
+-- - per day: when a new step takes the day past its cap of steps plus its own slack, its least
+--   frequent steps (ties: the lowest member) are removed down to that cap, so junk paths cannot
+--   grow the day's sets.
+-- A trim removes at most slack + 1 members, once per slack + 1 new ones: amortized O(log N) a view.
+-- The sets get their TTL when made: a per-day key is written during its day (and by late events
+-- within retention), so the TTL of its first write is the day's retention.
 -- A user erased and still tombstoned at now (docs/privacy.md) is skipped: nothing of theirs is
 -- written.
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
 -- KEYS[2]  sessions started that day (string counter)
--- KEYS[3]  the stem of the day's transition sets
--- KEYS[4..] one session list per view (a user's list once per view of theirs)
+-- KEYS[3]  the day's transitions (zset "previous NUL page" -> times)
+-- KEYS[4]  the day's transition index (zset, the same members, score 0)
+-- KEYS[5..] one session list per view (a user's list once per view of theirs)
 -- ARGV[1]  session window, milliseconds (>= 1)
 -- ARGV[2]  pages kept per session (N >= 1)
 -- ARGV[3]  TTL of the day's keys, seconds (>= 1)
 -- ARGV[4]  1: count transitions, 0: do not
--- ARGV[5]  next pages kept per page and day (cap >= 1)
--- ARGV[6]  slack of that cap (>= 0)
--- ARGV[7]  now, epoch seconds
--- ARGV[8..] 3 per view, in the order of the session lists: user id, entry (JSON: path and ts), path
+-- ARGV[5]  next pages kept per page (>= 1), ARGV[6] the slack of that cap (>= 0)
+-- ARGV[7]  steps kept per day (>= 1), ARGV[8] the slack of that cap (>= 0)
+-- ARGV[9]  now, epoch seconds
+-- ARGV[10..] 3 per view, in the order of the session lists: user id, entry (JSON: path and ts), path
 -- Returns  the number of views that started a new session.
-local views = #KEYS - 3
-if #KEYS < 3 or #ARGV ~= 7 + 3 * views then
-  return redis.error_reply('session_record: expected 3 keys and 7 arguments, then a key and 3 arguments per view')
+local views = #KEYS - 4
+if #KEYS < 4 or #ARGV ~= 9 + 3 * views then
+  return redis.error_reply('session_record: expected 4 keys and 9 arguments, then a key and 3 arguments per view')
 end
 local window, keep, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local transitions, max_next, slack = ARGV[4] == '1', tonumber(ARGV[5]), tonumber(ARGV[6])
-local now = tonumber(ARGV[7])
-if window == nil or window < 1 or keep == nil or keep < 1 or ttl == nil or ttl < 1 then
-  return redis.error_reply('session_record: window, pages kept and TTL must be positive numbers')
+local transitions = ARGV[4] == '1'
+local max_next, next_slack = tonumber(ARGV[5]), tonumber(ARGV[6])
+local max_steps, steps_slack = tonumber(ARGV[7]), tonumber(ARGV[8])
+local now = tonumber(ARGV[9])
+if window == nil or window < 1 or keep == nil or keep < 1 or ttl == nil or ttl < 1 or now == nil then
+  return redis.error_reply('session_record: window, pages kept and TTL must be positive numbers, now a number')
 end
-if max_next == nil or max_next < 1 or slack == nil or slack < 0 or now == nil then
-  return redis.error_reply('session_record: next pages kept must be >= 1, their slack >= 0 and now a number')
+if max_next == nil or max_next < 1 or next_slack == nil or next_slack < 0
+    or max_steps == nil or max_steps < 1 or steps_slack == nil or steps_slack < 0 then
+  return redis.error_reply('session_record: caps must be >= 1 and their slacks >= 0')
 end
 
-local tombstones, started_counter, stem = KEYS[1], KEYS[2], KEYS[3]
+-- The local functions take what they use as arguments: one that names a local of the script makes
+-- Redis's Lua allocate (and collect) an upvalue for it at every call.
+
+local CHUNK = 1000 -- members per variadic command, well under Lua's unpack limit
+
+-- ZREM ``members`` from ``key``, a chunk per command.
+local function remove(key, members)
+  for at = 1, #members, CHUNK do
+    redis.call('ZREM', key, unpack(members, at, math.min(at + CHUNK - 1, #members)))
+  end
+end
+
+-- Keep the ``cap`` most frequent steps of the day: the least frequent (ties: the lowest member)
+-- leave both sets.
+local function trim_day(counts, index, cap)
+  local gone = redis.call('ZRANGE', counts, 0, -cap - 1)
+  redis.call('ZREMRANGEBYRANK', counts, 0, -cap - 1)
+  remove(index, gone)
+end
+
+-- Keep the ``cap`` most frequent steps from one page (its index range ``from``..``to``): the least
+-- frequent, ties to the lowest member (the order of the range), leave both sets.
+local function trim_page(counts, index, from, to, cap)
+  local members = redis.call('ZRANGEBYLEX', index, from, to)
+  local times, order = {}, {}
+  for at = 1, #members, CHUNK do
+    local found = redis.call('ZMSCORE', counts, unpack(members, at, math.min(at + CHUNK - 1, #members)))
+    for n = 1, #found do
+      times[at + n - 1] = tonumber(found[n]) or 0
+    end
+  end
+  for n = 1, #members do
+    order[n] = n
+  end
+  table.sort(order, function(a, b)
+    if times[a] ~= times[b] then
+      return times[a] < times[b]
+    end
+    return a < b
+  end)
+  local gone = {}
+  for n = 1, #members - cap do
+    gone[n] = members[order[n]]
+  end
+  remove(counts, gone)
+  remove(index, gone)
+end
+
+local tombstones, started_counter, counts, index = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 -- The tombstones are looked up only while the set exists.
 local erasures = redis.call('EXISTS', tombstones) == 1
 local started = 0
 for i = 1, views do
-  local session, a = KEYS[3 + i], 7 + 3 * (i - 1)
+  local session, a = KEYS[4 + i], 9 + 3 * (i - 1)
   local user, entry, path = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local expiry = erasures and redis.call('ZSCORE', tombstones, user)
   if not (expiry and tonumber(expiry) > now) then
     if transitions then
       local last = redis.call('LINDEX', session, -1)
       if last then
-        -- Only an entry of ours has a string path. An empty page would name the stem itself, and
-        -- nothing can ask for its next pages anyway.
+        -- Only an entry of ours has a string path.
         local ok, decoded = pcall(cjson.decode, last)
         local previous = ok and type(decoded) == 'table' and decoded.path
-        if type(previous) == 'string' and previous ~= path and previous ~= '' then
-          local after = stem .. previous
-          if tonumber(redis.call('ZINCRBY', after, 1, path)) == 1 then
-            local size = redis.call('ZCARD', after)
+        if type(previous) == 'string' and previous ~= path and previous ~= ''
+            and not string.find(previous, '\0', 1, true) and not string.find(path, '\0', 1, true) then
+          local step = previous .. '\0' .. path
+          if tonumber(redis.call('ZINCRBY', counts, 1, step)) == 1 then
+            redis.call('ZADD', index, 0, step)
+            local size = redis.call('ZCARD', counts)
             if size == 1 then
-              redis.call('EXPIRE', after, ttl)
-            elseif size > max_next + slack then
-              redis.call('ZREMRANGEBYRANK', after, 0, -max_next - 1)
+              redis.call('EXPIRE', counts, ttl)
+              redis.call('EXPIRE', index, ttl)
+            elseif size > max_steps + steps_slack then
+              trim_day(counts, index, max_steps)
+            end
+            local from, to = '[' .. previous .. '\0', '(' .. previous .. '\1'
+            if redis.call('ZLEXCOUNT', index, from, to) > max_next + next_slack then
+              trim_page(counts, index, from, to, max_next)
             end
           end
         end

@@ -194,8 +194,14 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
     return [
         (
             SESSION_RECORD,
-            [tombstones, keys.sessions_started(name), keys.transitions(name, ""), keys.session(user)],
-            [60000, 50, 10, 1, 50, 5, 1.0, user, "{}"],
+            [
+                tombstones,
+                keys.sessions_started(name),
+                keys.transitions(name),
+                keys.transitions_index(name),
+                keys.session(user),
+            ],
+            [60000, 50, 10, 1, 50, 5, 50000, 5000, 1.0, user, "{}"],
             "a key and 3 arguments per view",
         ),
         (

@@ -376,15 +376,23 @@ def path_views(day: str) -> str:
     return f"{prefix()}{PV_TAG}:paths:{day}"
 
 
-# Transitions are named by the page they leave, which the page-view script reads from the session
-# it appends to; so that script is handed ``transitions(day, "")``, the stem, and appends the page
-# (one of the two key families scripts complete themselves: same {pv} slot, which Redis Cluster
-# lets a script touch; the other is ``user_views``).
-@family("{pv}:next:<day>:<path>", "zset", _page_stats())
-def transitions(day: str, path: str) -> str:
-    """Sorted set: member = a page viewed next after ``path`` in a session on ``day``, score = how
-    often; the ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent kept (TTL: day statistics)."""
-    return f"{prefix()}{PV_TAG}:next:{day}:{path}"
+# A day's transitions are two sorted sets of the same members, "page NUL next page" (a page never
+# holds a NUL; lua/session_record.lua counts no step of one that does): one counts each step, the
+# other (every score 0) finds a page's steps by one ZRANGEBYLEX. Their number does not grow with the
+# paths, and lua/session_record.lua bounds their members per page and per day.
+@family("{pv}:next:<day>", "zset", _page_stats())
+def transitions(day: str) -> str:
+    """Sorted set: member = a page, NUL, a page viewed next after it in a session on ``day``, score =
+    how often; each page's ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent kept, and the day's
+    ``sessions.MAX_TRANSITIONS_PER_DAY`` most frequent in all (TTL: day statistics)."""
+    return f"{prefix()}{PV_TAG}:next:{day}"
+
+
+@family("{pv}:next-index:<day>", "zset", _page_stats())
+def transitions_index(day: str) -> str:
+    """Sorted set, every score 0: the members of ``transitions(day)``, so a page's steps are
+    ``ZRANGEBYLEX [page NUL (page \\x01`` (written and trimmed with it; TTL: day statistics)."""
+    return f"{prefix()}{PV_TAG}:next-index:{day}"
 
 
 @family("{pv}:next-cdf:<window>:<path>", "zset", DELETE)

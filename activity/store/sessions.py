@@ -20,6 +20,14 @@ VIEWER_NAMES = LuaScript("viewer_names")
 VIEWER_RANK = LuaScript("viewer_rank")
 PAGE = LuaScript("session_page")
 ENTRY_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per view
+# Distinct transitions (page -> next page) kept per day, whatever the pages: junk paths (a crawler
+# inventing URLs, kept query strings) cannot grow the day's two transition sets without bound. The
+# least frequent go first, trimmed as the day's paths are once the slack is passed, so a trim is paid
+# for by that many new steps. The slack is not a tenth of the bound: a trim removes each step from
+# both sets, and 5,001 of them (40-byte paths) took one script call 6.4 ms, past issue 16's 5 ms for
+# any command; 1,001 took 1.5 ms.
+MAX_TRANSITIONS_PER_DAY = 50_000
+TRANSITIONS_PER_DAY_SLACK = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +47,8 @@ class SessionPage:
 
 def paths_slack(max_paths: int) -> int:
     """New members a capped set (a day's paths, a page's next pages) takes past ``max_paths`` before
-    the script trims it: a tenth of the cap, so each trim's ZREMRANGEBYRANK is paid for by that
-    many cheap views."""
+    the script trims it: a tenth of the cap, so each trim's removals are paid for by that many cheap
+    views."""
     return max(max_paths // 10, 1)
 
 
@@ -54,7 +62,8 @@ def queue_record(
 
     ``lua/session_record.lua`` appends each view to its user's session, counts the sessions started
     and, with ``ACTIVITY_TRANSITIONS``, the steps from page to page (each page keeping its
-    ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent next pages); ``lua/page_counts.lua`` counts the
+    ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent next pages, the day its
+    ``MAX_TRANSITIONS_PER_DAY`` most frequent steps); ``lua/page_counts.lua`` counts the
     views per day and per path, each day keeping its ``ACTIVITY_PAGE_STATS_MAX_PATHS`` most viewed
     paths (plus at most ``paths_slack`` of it), so a catch-all route or kept query strings cannot
     grow it without bound; ``lua/viewer_names.lua`` keeps the display names and puts a user's
@@ -83,9 +92,10 @@ def _queue_sessions(
 ) -> int:
     settings, day = conf.settings, day_name(when)
     max_next = settings.TRANSITIONS_MAX_NEXT
-    script_keys = [keys.tombstones("pv"), keys.sessions_started(day), keys.transitions(day, "")]
+    script_keys = [keys.tombstones("pv"), keys.sessions_started(day), keys.transitions(day)]
+    script_keys.append(keys.transitions_index(day))
     args: list[str | int] = [window_ms, int(max_pages), ttl, int(settings.TRANSITIONS), max_next]
-    args += [paths_slack(max_next), repr(now)]
+    args += [paths_slack(max_next), MAX_TRANSITIONS_PER_DAY, TRANSITIONS_PER_DAY_SLACK, repr(now)]
     for view in views:
         script_keys.append(keys.session(view.user))
         args += [view.user, ENTRY_JSON.encode({"path": view.path, "ts": view.ts}), view.path]

@@ -416,8 +416,6 @@ def recommendations(user: str) -> str:
     return f"{prefix()}{PV_TAG}:recs:{user}"
 
 
-# The by-name report reads the views of the users on its page, whom only its ZRANGE names; so
-# ``lua/report_by_name.lua`` is handed ``user_views(period, "")``, the stem, and appends each user id.
 @family("{pv}:uv:<period>:<user>", "string", _page_stats(weekly=True))
 def user_views(period: str, user: str) -> str:
     """String counter: one user's page views in ``period`` (``d:YYYYMMDD`` or ``w:YYYYWww``); TTL set

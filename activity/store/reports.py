@@ -10,10 +10,10 @@ viewer:
   (ZRANGESTORE ... REV LIMIT) and one ``SORT candidates BY views DESC GET # GET name GET views
   STORE`` of those K, in one MULTI: O(log C + K log K) for C candidates. Its rows and a meta key
   (build time) live ``keep_ms``; pages are read with ``LRANGE``;
-- the by-name report is the index itself, read a page at a time by rank with each user's views from
-  their counters (``lua/report_by_name.lua``), after merging one slice of pending entries in the
-  same call: O(slice x log N + page), nothing to rebuild, current unless more than a slice was
-  pending.
+- the by-name report is the index itself, read a page at a time by rank after merging one slice of
+  pending entries in the same call (``lua/report_by_name.lua``), then each user's views from their
+  counters (one MGET): O(slice x log N + page), nothing to rebuild, current unless more than a slice
+  was pending.
 
 Which report to build when, and who may build it, is decided above the store (``activity.services.reports``).
 """
@@ -102,7 +102,7 @@ def build_ranked(client: Client, report_id: str, period_key: str, top: int, keep
 
 @dataclass(frozen=True, slots=True)
 class ByName:
-    """What one call of ``lua/report_by_name.lua`` did and read."""
+    """What one by-name read did and read."""
 
     count: int  # users in the by-name index, after the merge
     merged: int  # pending entries this call moved into the index
@@ -113,19 +113,17 @@ class ByName:
 def read_by_name(client: Client, period: str, day: date, first: int, size: int, merge_slice: int) -> ByName:
     """Merge up to ``merge_slice`` pending entries of the ``period`` (``day`` / ``week``) holding
     ``day`` into its by-name index, then read rows ``first``..``first + size - 1`` of the index
-    (``size`` 0: merge only). One EVALSHA; its work is bounded by the slice and the page."""
+    (``size`` 0: merge only), each with the user's views (0 when the counter expired apart from the
+    index). Two round trips for a page with rows: the script names the page's users, then one MGET
+    reads their counters (a script that built those key names itself would touch undeclared keys);
+    one when there are no rows. Each command's work is bounded by the slice and the page."""
     period_key = period_name(period, day)
-    script_keys = [
-        keys.viewers_by_name(period_key),
-        keys.user_views(period_key, ""),
-        keys.viewers_by_name_pending(period_key),
-    ]
+    script_keys = [keys.viewers_by_name(period_key), keys.viewers_by_name_pending(period_key)]
     ttl = keys.page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly=period == "week")
-    count, merged, pending, *flat = BY_NAME(client, script_keys, [first, size, merge_slice, ttl])
-    rows = []
-    for member, views in zip(flat[0::2], flat[1::2], strict=True):
-        name, _, user = member.partition(keys.NAME_SEPARATOR)
-        rows.append((user, name, int(views)))
+    count, merged, pending, *members = BY_NAME(client, script_keys, [first, size, merge_slice, ttl])
+    entries = [member.partition(keys.NAME_SEPARATOR) for member in members]
+    views = client.mget([keys.user_views(period_key, user) for _, _, user in entries]) if entries else []
+    rows = [(user, name, int(viewed or 0)) for (name, _, user), viewed in zip(entries, views, strict=True)]
     return ByName(count=count, merged=merged, pending=pending, rows=rows)
 
 

@@ -56,7 +56,8 @@ def queue_record(
     pipe: Pipeline, views: Sequence[PageView], window_s: int, max_pages: int, stats_days: int, now: float
 ) -> list[int]:
     """Queue the scripts recording every view of the batch on ``pipe`` (still one round trip):
-    four per day the views fall on (a batch has one or two), that day's views in batch order.
+    four per day the views fall on (a batch has one or two), the days in date order and each day's
+    views in batch order.
     Returns the reply indexes of the session scripts, whose replies sum to the sessions started.
     The views of a user erased and still tombstoned at ``now`` are skipped.
 
@@ -76,12 +77,13 @@ def queue_record(
     by_day: dict[date, list[PageView]] = {}
     for view in views:
         by_day.setdefault(day_of(view.ts), []).append(view)
-    ttls = keys.page_stats_ttl(stats_days), keys.page_stats_ttl(stats_days, weekly=True)
+    day_ttl, week_ttl = keys.page_stats_ttl(stats_days), keys.page_stats_ttl(stats_days, weekly=True)
+    ttls = (day_ttl, week_ttl)
     started = []
     for when in sorted(by_day):
         day_views = by_day[when]
-        started.append(_queue_sessions(pipe, when, day_views, int(window_s * 1000), max_pages, ttls[0], now))
-        _queue_page_counts(pipe, when, day_views, ttls[0], now)
+        started.append(_queue_sessions(pipe, when, day_views, int(window_s * 1000), max_pages, day_ttl, now))
+        _queue_page_counts(pipe, when, day_views, day_ttl, now)
         _queue_viewer_names(pipe, when, day_views, ttls, now)
         _queue_viewer_rank(pipe, when, day_views, ttls, now)
     return started
@@ -92,8 +94,12 @@ def _queue_sessions(
 ) -> int:
     settings, day = conf.settings, day_name(when)
     max_next = settings.TRANSITIONS_MAX_NEXT
-    script_keys = [keys.tombstones("pv"), keys.sessions_started(day), keys.transitions(day)]
-    script_keys.append(keys.transitions_index(day))
+    script_keys = [
+        keys.tombstones("pv"),
+        keys.sessions_started(day),
+        keys.transitions(day),
+        keys.transitions_index(day),
+    ]
     args: list[str | int] = [window_ms, int(max_pages), ttl, int(settings.TRANSITIONS), max_next]
     args += [paths_slack(max_next), MAX_TRANSITIONS_PER_DAY, TRANSITIONS_PER_DAY_SLACK, repr(now)]
     for view in views:

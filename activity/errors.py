@@ -35,10 +35,6 @@ class StoreTimeout(StoreUnavailable):
     """The reply did not come within ``ACTIVITY_REDIS_TIMEOUT`` (the connection was dropped)."""
 
 
-class LockNotOwned(ActivityError):
-    """The lock expired (or was taken over) before its holder released or extended it."""
-
-
 class InvalidValue(ActivityError, ValueError):
     """A value an event or a query may not carry; ``str(error)`` is the reason."""
 

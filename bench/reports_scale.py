@@ -16,16 +16,10 @@ so both meet the same noise of a shared machine, and what SLOWLOG gives that con
 beyond its work is the machine's. Each load gets the probe's latency percentiles in its windows,
 its slowest commands (SLOWLOG) and its costliest command on average (INFO commandstats).
 
-Then the page-view script of the working tree (top viewers and pending by-name entries; transitions
-off, then on) against the one before issue 16 (viewer sets, no by-name index, no transitions),
-Redis-side time per view on rotating calls for returning viewers, first views and views within a
-live session, in rounds that take turns across those cases (each ratio gets the interval of its
-rounds' medians, so one stretch of a drifting machine does not decide a target), and MEMORY USAGE
-per viewer of the top viewers, the by-name index and the old viewer set. The by-name entries the
-page views leave pending are merged into the indexes as the service
-merges them (a slice per call, ``reports.merge_pending``), each call timed: once after the seed
-(indexes growing from empty to N) and once after the page-view comparison (its first views' entries
-into the N-member indexes: the steady state), so the first view's cost is seen where it went.
+Then MEMORY USAGE per viewer of the top viewers, the by-name index and the old viewer set. The
+by-name entries the seed's page views leave pending are merged into the indexes as the service
+merges them (a slice per call, ``reports.merge_pending``), each call timed (indexes growing from
+empty to N), so a first view's deferred cost is seen where it went.
 
     python -m bench.reports_scale [--viewers 1000000] [--seconds 20] [--workers 2]
 
@@ -38,7 +32,6 @@ import argparse
 import contextlib
 import functools
 import itertools
-import json
 import math
 import multiprocessing
 import os
@@ -46,32 +39,17 @@ import queue
 import random
 import statistics
 import string
-import subprocess
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import redis
 
 from bench import harness
 
-ROOT = Path(__file__).resolve().parents[1]
-# The page-view script before issue 16 (viewer sets), read from git so the comparison stays the same
-# while the script moves on, against the working tree's (top viewers and by-name indexes): with
-# transitions off (the primary figure: the old script counted none) and on.
-OLD_SCRIPT = "a52ef89:lua/session_record.lua"
-NEW_SCRIPT = ROOT / "lua" / "session_record.lua"
-VARIANTS = ("old", "new", "new+transitions")
-# Who views in the page-view comparison: "returning", viewers of the period drawn from all N (their
-# sessions long over, so each view opens one); "first view", ids never seen (the first view of the
-# day and week); "in session", a pool of IN_SESSION_POOL viewers, so after the first calls each
-# view continues a live session (and counts a transition when they are on).
-SCENARIOS = ("returning", "first view", "in session")
-IN_SESSION_POOL = 10_000
 SEED_BATCH = 1000  # events per record_events call (ACTIVITY_MAX_BATCH)
 UNION_DAYS = 30
 PAGE_SIZE = 50
@@ -86,10 +64,6 @@ PROBE_ROWS = (
     ("p99.9", "probe_p99_9_ms", 5),
     ("max", "probe_max_ms", 20),
 )
-SCRIPT_DRIVER = {"evalsha", "mget", "info", "config|resetstat"}  # not the scripts' own commands
-PAGE_VIEW_CALLS = {1: 5000, 100: 300}  # views per EVALSHA -> calls of each variant (page-view comparison)
-PAGE_VIEW_ROUNDS = 7  # rounds of those calls: 7 medians, the lowest and highest a 98% interval
-PAGE_VIEW_LIMIT = 1.15  # issue 16: the page-view script at most this much over the one before
 WINDOW_S = 1.0  # loads measured together take turns this long
 FIXED_WORK_US = 500
 # The control's command: a Lua loop whose work never varies (calibrated to about FIXED_WORK_US), so
@@ -128,7 +102,7 @@ def _client(url: str, **options: Any) -> redis.Redis:
 
 
 def run(args: argparse.Namespace, url: str, started: float, redis_nice: int) -> None:
-    """Seed, measure the loads side by side, compare the page-view scripts, and write the results."""
+    """Seed, measure the loads side by side, and write the results."""
     from activity import clock, conf
 
     # One day, week and month for the whole run, even across midnight UTC.
@@ -157,8 +131,6 @@ def run(args: argparse.Namespace, url: str, started: float, redis_nice: int) -> 
     }
     phases = phase(url, args, loads)
     phases |= phase(url, args, {"full_sort": full_sort_worker})
-    costs = page_view_costs(raw, args.viewers)
-    merges["after the page views"] = merge_pending(raw, now)
     sizes = {
         "viewers": args.viewers,
         "page_views": page_views,
@@ -171,7 +143,7 @@ def run(args: argparse.Namespace, url: str, started: float, redis_nice: int) -> 
         "run_s": round(time.monotonic() - started, 1),
         "used_memory_mb": round(raw.info("memory")["used_memory"] / 2**20, 1),
     }
-    report(sizes, phases, costs, memory, merges)
+    report(sizes, phases, memory, merges)
 
 
 # --- seeding --------------------------------------------------------------------------------------
@@ -467,174 +439,11 @@ def _command_name(command: bytes) -> str:
     return f"{name} {rest[0]}" if rest else name
 
 
-# --- the page-view path: the working tree's script against the one before issue 16 ---------------
-
-
-def _old_call(users: list[str], names: list[str], paths: list[str]) -> tuple[list[str], list[Any]]:
-    """(KEYS, ARGV) of the script before issue 16 (OLD_SCRIPT's header): 9 keys a view, the same
-    first 7 as today's, then the day's and the week's viewer sets; 6 arguments, then 4 a view."""
-    from activity import calendar, clock, conf
-    from activity.store import keys
-    from activity.store.sessions import paths_slack
-
-    settings = conf.settings
-    now = clock.now()
-    day, week = calendar.period_name("day", calendar.day_of(now)), calendar.period_name("week", calendar.day_of(now))
-    today = calendar.day_name(calendar.day_of(now))
-    args: list[Any] = [settings.SESSION_WINDOW * 1000, settings.SESSION_MAX_PAGES]
-    args += [keys.page_stats_ttl(settings.PAGE_STATS_DAYS), keys.page_stats_ttl(settings.PAGE_STATS_DAYS, weekly=True)]
-    args += [settings.PAGE_STATS_MAX_PATHS, paths_slack(settings.PAGE_STATS_MAX_PATHS)]
-    script_keys: list[str] = []
-    for user, name, path in zip(users, names, paths, strict=True):
-        script_keys += [
-            keys.session(user),
-            keys.user_views(day, user),
-            keys.user_views(week, user),
-            keys.display_name(user),
-            keys.sessions_started(today),
-            keys.page_views(today),
-            keys.path_views(today),
-            old_viewers(day),
-            old_viewers(week),
-        ]
-        args += [user, json.dumps({"path": path, "ts": now}, separators=(",", ":")), path, name]
-    return script_keys, args
-
-
-def _new_call(users: list[str], names: list[str], paths: list[str], transitions: bool) -> tuple[list[str], list[Any]]:
-    """(KEYS, ARGV) of the working tree's script, as the service builds them (``record_call``)."""
-    from django.test import override_settings
-
-    from activity import clock, conf
-    from activity.store.sessions import PageView, record_call
-
-    settings = conf.settings
-    views = [PageView(user, path, clock.now(), name) for user, name, path in zip(users, names, paths, strict=True)]
-    with override_settings(ACTIVITY_TRANSITIONS=transitions):
-        return record_call(
-            views, settings.SESSION_WINDOW, settings.SESSION_MAX_PAGES, settings.PAGE_STATS_DAYS, time.time()
-        )
+# --- the by-name merge -------------------------------------------------------------------------------
 
 
 def _evalsha_us(raw: redis.Redis) -> int:
     return raw.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0)
-
-
-def _picker(scenario: str, viewers: int, batch_views: int, rng: random.Random) -> Callable[[int], list[str]]:
-    """Who views, per call, in each scenario (SCENARIOS)."""
-    if scenario == "returning":
-        return lambda batch: [str(rng.randint(1, viewers)) for _ in range(batch)]
-    if scenario == "in session":
-        pool = [str(user) for user in rng.sample(range(1, viewers + 1), IN_SESSION_POOL)]
-        return lambda batch: rng.sample(pool, batch)
-    fresh = itertools.count((batch_views + 1) * viewers + 1)  # ids no other scenario or batch size uses
-    return lambda batch: [str(next(fresh)) for _ in range(batch)]
-
-
-class PageViewCase:
-    """One SCENARIOS case at one batch size: each VARIANTS script called on batches of its own, the
-    order rotating, each call's Redis-side microseconds read from the INFO commandstats that follows
-    it, so all meet the same background load. ``run`` adds one round of calls; the rounds of every
-    case alternate (``page_view_costs``)."""
-
-    def __init__(
-        self, raw: redis.Redis, shas: dict[str, str], viewers: int, scenario: str, batch: int, calls: int
-    ) -> None:
-        self.raw, self.shas, self.scenario, self.batch, self.calls = raw, shas, scenario, batch, calls
-        self.rng = random.Random(f"{scenario}:{batch}")
-        self.pick = _picker(scenario, viewers, batch, self.rng)
-        self.rounds: list[dict[str, list[int]]] = []
-
-    def timed_us(self, variant: str) -> int:
-        from activity.store import keys
-
-        users = self.pick(self.batch)
-        known = self.raw.mget([keys.display_name(user) for user in users])
-        names = [name or _username(self.rng) for name in known]
-        paths = [f"/page/{self.rng.randrange(2000)}" for _ in users]
-        if variant == "old":
-            script_keys, args = _old_call(users, names, paths)
-        else:
-            script_keys, args = _new_call(users, names, paths, transitions=variant == "new+transitions")
-        before = _evalsha_us(self.raw)
-        self.raw.evalsha(self.shas[variant.partition("+")[0]], len(script_keys), *script_keys, *args)
-        return _evalsha_us(self.raw) - before
-
-    def run(self, calls: int, keep: bool = True) -> None:
-        """``calls`` calls of each variant, kept as one round unless they only warm up."""
-        spent: dict[str, list[int]] = {variant: [] for variant in VARIANTS}
-        for index in range(calls):
-            shift = index % len(VARIANTS)
-            for variant in VARIANTS[shift:] + VARIANTS[:shift]:
-                spent[variant].append(self.timed_us(variant))
-        if keep:
-            self.rounds.append(spent)
-
-    def inner(self) -> dict[str, dict[str, float]]:
-        """Where the time goes: each script alone for a tenth of the calls, the Redis commands it ran
-        (INFO commandstats counts those a script calls), in microseconds per view."""
-        inner = {}
-        for variant in VARIANTS:
-            self.raw.config_resetstat()
-            for _ in range(self.calls // 10):
-                self.timed_us(variant)
-            views = self.calls // 10 * self.batch
-            stats = {name.removeprefix("cmdstat_"): stats for name, stats in self.raw.info("commandstats").items()}
-            inner[variant] = {
-                name: round(stat["usec"] / views, 2) for name, stat in stats.items() if name not in SCRIPT_DRIVER
-            }
-        return inner
-
-    def result(self) -> dict[str, Any]:
-        """Per view, each variant's median call; per variant, the median of its per-call ratios to
-        the old script's over every round, and the interval of the rounds' medians
-        (``harness.median_interval``)."""
-        kept = {variant: [us for spent in self.rounds for us in spent[variant]] for variant in VARIANTS}
-        result: dict[str, Any] = {
-            "scenario": self.scenario,
-            "views_per_call": self.batch,
-            "calls_each": len(kept["old"]),
-            "rounds": len(self.rounds),
-        }
-        for variant in VARIANTS:
-            result[f"{variant}_us_per_view"] = round(statistics.median(kept[variant]) / self.batch, 2)
-        for variant in VARIANTS[1:]:
-            result[f"{variant}_over_old"] = round(_median_ratio(kept[variant], kept["old"]), 3)
-            by_round = [_median_ratio(spent[variant], spent["old"]) for spent in self.rounds]
-            result[f"{variant}_over_old_rounds"] = [round(ratio, 3) for ratio in by_round]
-            result[f"{variant}_over_old_interval"] = [round(bound, 3) for bound in harness.median_interval(by_round)]
-            result[f"{variant}_over_old_of_totals"] = round(sum(kept[variant]) / sum(kept["old"]), 3)
-        result["inner_us_per_view"] = self.inner()
-        return result
-
-
-def _median_ratio(new: list[int], old: list[int]) -> float:
-    return statistics.median(n / o for n, o in zip(new, old, strict=True) if o)
-
-
-def page_view_costs(raw: redis.Redis, viewers: int) -> list[dict[str, Any]]:
-    """Every SCENARIOS case at each PAGE_VIEW_CALLS batch size, in PAGE_VIEW_ROUNDS rounds that take
-    turns across the cases: a ratio's drift over the comparison's minutes (the machine's, and
-    Redis's own state) shows in the spread of its rounds instead of landing whole in one case."""
-    shas = {"old": raw.script_load(_git_show(OLD_SCRIPT)), "new": raw.script_load(NEW_SCRIPT.read_bytes())}
-    cases = [
-        PageViewCase(raw, shas, viewers, scenario, batch, calls)
-        for scenario in SCENARIOS
-        for batch, calls in PAGE_VIEW_CALLS.items()
-    ]
-    for case in cases:
-        case.run(case.calls // 10, keep=False)
-    for _ in range(PAGE_VIEW_ROUNDS):
-        for case in cases:
-            case.run(case.calls // PAGE_VIEW_ROUNDS)
-    return [case.result() for case in cases]
-
-
-def _git_show(source: str) -> bytes:
-    return subprocess.run(["git", "show", source], cwd=ROOT, capture_output=True, check=True).stdout
-
-
-# --- the by-name merge -------------------------------------------------------------------------------
 
 
 def merge_pending(raw: redis.Redis, now: float) -> dict[str, Any]:
@@ -725,7 +534,6 @@ def _met(ok: bool) -> str:
 def report(
     sizes: dict[str, Any],
     phases: dict[str, Any],
-    page_views: list[dict[str, Any]],
     memory: dict[str, float],
     merges: dict[str, dict[str, Any]],
 ) -> None:
@@ -744,24 +552,6 @@ def report(
     table.append(["commands over 5 ms (SLOWLOG)", "", *(f"{phase['slowlog_over_5ms']:,}" for phase in columns), ""])
     costliest = [f"{_ms(us / 1000)} ({name})" for us, name in (phase["costliest_mean_us"][0] for phase in columns)]
     table.append(["costliest command on average (commandstats), ms per call", "", *costliest, ""])
-    for cost in page_views:
-        batch = cost["views_per_call"]
-        low, high = cost["new_over_old_interval"]
-        table.append(
-            [
-                f"page-view script, Redis us per view, {cost['scenario']}, {batch} view{'s' if batch > 1 else ''} "
-                "per EVALSHA (transitions off; on)",
-                f"<= {PAGE_VIEW_LIMIT}x before",
-                "; ".join(
-                    f"{cost[f'{variant}_us_per_view']:.1f} ({cost[f'{variant}_over_old']:.2f}x, rounds "
-                    + "{:.2f}-{:.2f}x)".format(*cost[f"{variant}_over_old_interval"])
-                    for variant in VARIANTS[1:]
-                ),
-                "",
-                f"{cost['old_us_per_view']:.1f}",
-                "yes" if high <= PAGE_VIEW_LIMIT else "no" if low > PAGE_VIEW_LIMIT else "within the noise",
-            ]
-        )
     for when, merge in merges.items():
         table.append(
             [
@@ -802,16 +592,9 @@ def report(
         f"so both meet the shared machine's noise; the control's command is a Lua loop of constant work "
         f"({FIXED_WORK_US} us), called once a ms per process, so what SLOWLOG and the probe show beyond that is the "
         f"machine's. Done: {operations}. "
-        "Page-view script: Redis-side time (INFO commandstats) of each call, the working tree's script (transitions "
-        f"off, then on) and the one before issue 16 (`git show {OLD_SCRIPT}`) in rotating order on batches of their "
-        "own: returning viewers (sessions over), first views of the period, and views in a live session (a pool of "
-        f"{IN_SESSION_POOL:,} viewers); medians of per-call ratios, in {PAGE_VIEW_ROUNDS} rounds that take turns "
-        "across the cases, each ratio with the lowest and highest of its rounds' medians (a 98% interval for its "
-        "median): met when all of it is at or under the target, not met when all of it is over, else within the "
-        "noise. By-name merge: the pending entries of the "
-        "day and the week moved into their indexes by `reports.merge_pending`, one slice per call, each call's "
-        "Redis time from INFO commandstats; a pending entry takes "
-        f"{merges['after the page views']['pending_bytes_per_entry']:.0f} bytes until merged. "
+        "By-name merge: the pending entries of the day and the week moved into their indexes by "
+        "`reports.merge_pending`, one slice per call, each call's Redis time from INFO commandstats; a pending entry "
+        f"takes {merges['after the seed']['pending_bytes_per_entry']:.0f} bytes until merged. "
         f"Whole run {sizes['run_s'] / 60:.0f} min. "
         f"Command: `python -m bench.reports_scale --viewers {sizes['viewers']}`."
     )
@@ -820,7 +603,6 @@ def report(
         {
             "sizes": sizes,
             "phases": phases,
-            "page_view_script": page_views,
             "by_name_merge": merges,
             "memory_per_viewer": memory,
         },

@@ -6,28 +6,36 @@
 --
 -- KEYS[1]  the cumulative set
 -- KEYS[2]  its total (string)
--- KEYS[3..] the window's transition sets of the page, one per day (only counted, when there is no copy)
--- ARGV[1..n] the draws, each in [0, 1) (n >= 1)
--- Returns  {-1, how many of the day sets exist} when no copy is built (0: nothing to build);
+-- KEYS[3..] the window's transition indexes, one per day (lua/session_record.lua; only counted, when
+--          there is no copy: the page's steps are ZLEXCOUNT [page NUL (page \1)
+-- ARGV[1]  the page
+-- ARGV[2..n + 1] the draws, each in [0, 1) (n >= 1)
+-- Returns  {-1, the page's steps in the day indexes} when no copy is built (0: nothing to build);
 --          else {PTTL of the copy in ms, total, picked page, ...}: n pages, or all when fewer followed.
-if #KEYS < 3 or #ARGV < 1 then
-  return redis.error_reply('next_pick: expected the set, its total and at least one day set, and at least 1 draw')
+if #KEYS < 3 or #ARGV < 2 then
+  return redis.error_reply('next_pick: expected the set, its total and at least one day index, the page and at least 1 draw')
 end
-for i = 1, #ARGV do
+for i = 2, #ARGV do
   local u = tonumber(ARGV[i])
   if u == nil or u < 0 or u >= 1 then
     return redis.error_reply('next_pick: draws must be numbers in [0, 1)')
   end
 end
 
-local total = redis.call('GET', KEYS[2])
+local cdf, total_key, page = KEYS[1], KEYS[2], ARGV[1]
+local total = redis.call('GET', total_key)
 if not total then
-  return {-1, redis.call('EXISTS', unpack(KEYS, 3))}
+  local steps = 0
+  for day = 3, #KEYS do
+    local index = KEYS[day]
+    steps = steps + redis.call('ZLEXCOUNT', index, '[' .. page .. '\0', '(' .. page .. '\1')
+  end
+  return {-1, steps}
 end
-local reply = {redis.call('PTTL', KEYS[2]), tonumber(total)}
+local reply = {redis.call('PTTL', total_key), tonumber(total)}
 local taken = {} -- {start, width} of the intervals drawn, by start
 local left = tonumber(total)
-for i = 1, #ARGV do
+for i = 2, #ARGV do
   if left <= 0 then
     break
   end
@@ -39,11 +47,11 @@ for i = 1, #ARGV do
       break
     end
   end
-  local found = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.17g', x), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local found = redis.call('ZRANGEBYSCORE', cdf, '(' .. string.format('%.17g', x), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   if #found == 0 then
     break
   end
-  local below = redis.call('ZREVRANGEBYSCORE', KEYS[1], '(' .. found[2], '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local below = redis.call('ZREVRANGEBYSCORE', cdf, '(' .. found[2], '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
   local start = #below == 0 and 0 or tonumber(below[2])
   local span = {start, tonumber(found[2]) - start}
   local at = #taken + 1

@@ -1,80 +1,92 @@
--- A user's recommended next pages, cached for the session they were computed from. Two calls:
--- 1. KEYS = session, cache: the cached rows when they were computed for this very session (same
---    entries) and context, else the session's last M entries, so the caller can name the transition
---    sets of those pages (a script may not name keys itself);
--- 2. KEYS = session, cache, then those sets: score, exclude, cache (only when the session is still
---    the one the first call saw) and answer.
--- Score of a page X: sum over the recent pages P of weight(P) * (times X followed P) / (times any
--- page followed P), counts summed over the window's days; pages of the session are left out.
+-- A user's recommended next pages, cached for the session they were computed from, in one call:
+-- the cached rows when they were computed for this very session (same entries) and context; else
+-- the rows computed from the session's latest pages and the window's transitions (counted by
+-- lua/session_record.lua: per day, "page NUL next page" -> times, and an index of the same members
+-- where a page's steps are one ZRANGEBYLEX), then cached for this session.
+-- Score of a page X: sum over the distinct pages P of the session's last M entries of weight(P) *
+-- (times X followed P) / (times any page followed P), counts summed over the window's days; the
+-- k-th latest distinct page weighs ARGV[4 + k]; pages of the session are left out. Work: at most M
+-- pages x D days x (next pages kept per page and day).
 --
 -- KEYS[1]  the user's session list (JSON entries {"path","ts"}, oldest first)
 -- KEYS[2]  the cache (string: 40-digit fingerprint, then the rows as JSON)
--- KEYS[3..] second call: the transition sets of each recent page, one per day, a page's days together
+-- KEYS[3..] 2 per day of the window: that day's transitions, that day's transition index
 -- ARGV[1]  context: what besides the session the rows depend on (window, settings); fingerprinted
--- ARGV[2]  M: entries the first call returns (>= 1)
+-- ARGV[2]  M: the latest session entries the rows start from (>= 1)
 -- ARGV[3]  milliseconds the cache lives (>= 1)
 -- ARGV[4]  rows kept (>= 1)
--- ARGV[5]  '' on the first call; on the second, the fingerprint the first call returned
--- ARGV[6..] second call: each recent page's weight, in the order of its sets in KEYS
--- Returns  {0} when the user has no session; {1, rows as JSON [[page, score], ...], best first};
---          or, from a first call that missed, {2, fingerprint, entry, ...} (the last M, oldest first).
-local pages = #ARGV - 5
-if #ARGV < 5 or #KEYS < 2 or (pages == 0) ~= (#KEYS == 2) or (pages > 0 and (#KEYS - 2) % pages ~= 0) then
-  return redis.error_reply('recommend: expected 2 keys and 5 arguments, then one weight per page and its day sets')
+-- ARGV[5 .. 4 + M] the weight of the latest distinct page, of the one before, ... (>= 0)
+-- Returns  {0} when the user has no session; else {1, rows as JSON [[page, score], ...], best first}.
+local recent = tonumber(ARGV[2])
+if #ARGV < 4 or recent == nil or recent < 1 or #ARGV ~= 4 + recent or #KEYS < 4 or #KEYS % 2 ~= 0 then
+  return redis.error_reply('recommend: expected 2 keys and 2 per day (at least one), 4 arguments and M weights')
 end
-local recent, ttl, keep = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if recent == nil or recent < 1 or ttl == nil or ttl < 1 or keep == nil or keep < 1 then
-  return redis.error_reply('recommend: pages, TTL and rows kept must be positive numbers')
+local ttl, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
+if ttl == nil or ttl < 1 or keep == nil or keep < 1 then
+  return redis.error_reply('recommend: TTL and rows kept must be positive numbers')
+end
+for k = 1, recent do
+  local weight = tonumber(ARGV[4 + k])
+  if weight == nil or weight < 0 then
+    return redis.error_reply('recommend: weights must be numbers >= 0')
+  end
 end
 
-local entries = redis.call('LRANGE', KEYS[1], 0, -1)
+local session, cache = KEYS[1], KEYS[2]
+local entries = redis.call('LRANGE', session, 0, -1)
 if #entries == 0 then
   return {0}
 end
 local fingerprint = redis.sha1hex(ARGV[1] .. '\n' .. table.concat(entries, '\n'))
-
-if pages == 0 then
-  local found = redis.call('GET', KEYS[2])
-  if found and string.sub(found, 1, 40) == fingerprint then
-    return {1, string.sub(found, 41)}
-  end
-  local reply = {2, fingerprint}
-  for i = math.max(1, #entries - recent + 1), #entries do
-    reply[#reply + 1] = entries[i]
-  end
-  return reply
+local found = redis.call('GET', cache)
+if found and string.sub(found, 1, 40) == fingerprint then
+  return {1, string.sub(found, 41)}
 end
 
-local days = (#KEYS - 2) / pages
-local scores = {}
-for page = 1, pages do
-  local weight = tonumber(ARGV[5 + page])
-  if weight == nil or weight < 0 then
-    return redis.error_reply('recommend: weights must be numbers >= 0')
+-- The session's pages: every one is left out, and the distinct ones of the last M entries, latest
+-- first, are where the rows start from.
+local visited, pages = {}, {}
+for i = #entries, 1, -1 do
+  local ok, entry = pcall(cjson.decode, entries[i])
+  if ok and type(entry) == 'table' and type(entry.path) == 'string' then
+    if i > #entries - recent and not visited[entry.path] then
+      pages[#pages + 1] = entry.path
+    end
+    visited[entry.path] = true
   end
+end
+
+local CHUNK = 1000 -- members per ZMSCORE, well under Lua's unpack limit
+local scores = {}
+for rank, page in ipairs(pages) do
+  local weight = tonumber(ARGV[4 + rank])
+  local from, to, skip = '[' .. page .. '\0', '(' .. page .. '\1', #page + 2
   local counts, total = {}, 0
-  for day = 1, days do
-    local rows = redis.call('ZRANGE', KEYS[2 + (page - 1) * days + day], 0, -1, 'WITHSCORES')
-    for i = 1, #rows, 2 do
-      local count = tonumber(rows[i + 1])
-      counts[rows[i]] = (counts[rows[i]] or 0) + count
-      total = total + count
+  for day = 3, #KEYS, 2 do
+    local transitions, index = KEYS[day], KEYS[day + 1]
+    local steps = redis.call('ZRANGEBYLEX', index, from, to)
+    for at = 1, #steps, CHUNK do
+      local times = redis.call('ZMSCORE', transitions, unpack(steps, at, math.min(at + CHUNK - 1, #steps)))
+      for n = 1, #times do
+        local count = tonumber(times[n]) or 0
+        local next_page = string.sub(steps[at + n - 1], skip)
+        counts[next_page] = (counts[next_page] or 0) + count
+        total = total + count
+      end
     end
   end
-  for next_page, count in pairs(counts) do
-    scores[next_page] = (scores[next_page] or 0) + weight * count / total
+  if total > 0 then
+    for next_page, count in pairs(counts) do
+      scores[next_page] = (scores[next_page] or 0) + weight * count / total
+    end
   end
 end
 
-for _, raw in ipairs(entries) do
-  local ok, entry = pcall(cjson.decode, raw)
-  if ok and type(entry) == 'table' and type(entry.path) == 'string' then
-    scores[entry.path] = nil
-  end
-end
 local ranked = {}
 for next_page, score in pairs(scores) do
-  ranked[#ranked + 1] = {next_page, score}
+  if not visited[next_page] then
+    ranked[#ranked + 1] = {next_page, score}
+  end
 end
 table.sort(ranked, function(a, b)
   if a[2] ~= b[2] then
@@ -87,7 +99,5 @@ for i = 1, math.min(keep, #ranked) do
   rows[i] = ranked[i]
 end
 local payload = #rows == 0 and '[]' or cjson.encode(rows)
-if ARGV[5] == fingerprint then
-  redis.call('SET', KEYS[2], fingerprint .. payload, 'PX', ttl)
-end
+redis.call('SET', cache, fingerprint .. payload, 'PX', ttl)
 return {1, payload}

@@ -62,8 +62,8 @@ NOT_ON_A_CLUSTER = {
     # The README's steps set up a standalone Redis (ACTIVITY_REDIS_CLUSTER is a setting the new site
     # would have to add); packaging is the same on both.
     "tests/test_install.py": "follows the README's standalone setup in a new site",
-    # MONITORs one server for the standalone rebuild's commands; on a cluster the rebuild is one
-    # script (lua/report_ranked.lua) with its one SORT, counted by tests/test_reports.py there too.
+    # MONITORs one server for the standalone rebuild's commands; a cluster rebuilds without SORT
+    # (store/reports.py), its builds counted by tests/test_reports.py there too.
     "tests/test_reports_scale.py::test_a_rebuild_sorts_only_the_top_k_in_a_fixed_number_of_commands": (
         "MONITORs one server for the standalone rebuild's commands"
     ),

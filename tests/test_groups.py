@@ -23,6 +23,11 @@ from tests.redis_counts import CommandDelta
 NOW = 1_790_000_000.0
 
 
+def group_keys() -> str:
+    """SCAN pattern of every group-view key (each has a TTL; ``sweep`` deletes strays)."""
+    return f"{keys.prefix()}{{grp}}:*"
+
+
 def make_group(name: str, size: int, prefix: str | None = None) -> tuple[Group, list[str]]:
     group = Group.objects.create(name=name)
     users = get_user_model().objects.bulk_create(
@@ -96,7 +101,7 @@ def test_bad_input_is_400_and_writes_nothing(staff_api, redis_client, path, fiel
     response = staff_api.get(path.format(pk=group.pk))
     assert response.status_code == 400
     assert field in response.json() and isinstance(response.json()[field], list)
-    assert list(redis_client.scan_iter(match=keys.group_family())) == []
+    assert list(redis_client.scan_iter(match=group_keys())) == []
 
 
 def test_permissions_and_unknown_group(staff_api, member_api, redis_client):
@@ -279,7 +284,7 @@ def test_sweep_removes_planted_view_without_ttl_only(staff_api, redis_client):
     assert redis_client.exists(keys.group_view(424242)) == 0
     assert redis_client.exists(keys.group_view(group.pk)) == 1
     assert redis_client.exists(keys.last_seen()) == 1
-    assert all(redis_client.ttl(k) > 0 for k in redis_client.scan_iter(match=keys.group_family()))
+    assert all(redis_client.ttl(k) > 0 for k in redis_client.scan_iter(match=group_keys()))
     assert sweep.sweep().deleted == 0
 
 

@@ -19,6 +19,7 @@ from activity.errors import UnknownPath
 from activity.events import Event
 from activity.services import ingest, recommendations
 from activity.store import keys
+from activity.store import sessions as sessions_store
 from activity.store.sessions import paths_slack
 from tests.redis_counts import CommandDelta
 from tests.redis_probe import probe
@@ -53,10 +54,23 @@ def seed(source: str, counts: dict[str, int], ts: float | None = None) -> None:
 
 
 def counted(source: str, day: str | None = None) -> dict[str, int]:
+    """The steps from ``source`` on the day as stored: its members of the day's index ("source NUL
+    next") with their counts in the day's transitions."""
     from activity.store.client import get_client
 
-    rows = get_client().zrange(keys.transitions(day or today(), source), 0, -1, withscores=True)
-    return {page: int(count) for page, count in rows}
+    client, day = get_client(), day or today()
+    steps = client.zrangebylex(keys.transitions_index(day), f"[{source}\0", f"({source}\1")
+    counts = client.zmscore(keys.transitions(day), steps) if steps else []
+    return {step.split("\0", 1)[1]: int(count) for step, count in zip(steps, counts, strict=True)}
+
+
+def steps_from(redis_client, source: str, day: str | None = None) -> int:
+    """How many next pages ``source`` has on the day (its members of the index)."""
+    return redis_client.zlexcount(keys.transitions_index(day or today()), f"[{source}\0", f"({source}\1")
+
+
+def transition_keys(redis_client) -> set[str]:
+    return set(redis_client.scan_iter(match=f"{keys.prefix()}{keys.PV_TAG}:next*", count=1000))
 
 
 # --- transitions ---------------------------------------------------------------------------------
@@ -71,8 +85,8 @@ def test_each_step_of_a_session_is_counted_once_per_day_with_the_day_statistics_
     redis_client.delete(keys.session("u2"))  # the session ended: the next view starts a new one
     walk("u2", "/c")
     assert counted("/b") == {"/a": 1}
-    for source in ("/a", "/b"):
-        assert redis_client.ttl(keys.transitions(today(), source)) >= conf.settings.PAGE_STATS_DAYS * DAY - 60
+    for key in (keys.transitions(today()), keys.transitions_index(today())):
+        assert redis_client.ttl(key) >= conf.settings.PAGE_STATS_DAYS * DAY - 60
     with override_settings(ACTIVITY_TRANSITIONS=False):
         walk("u1", "/d")
     assert counted("/c") == {}
@@ -85,14 +99,16 @@ def test_with_query_strings_kept_steps_keep_them_too(redis_client):
 
 
 # A counts test, not a latency one: a generous socket timeout for 1,000-view script calls on a loaded
-# machine; the day's path cap is lifted so every ZREMRANGEBYRANK counted is a transition trim.
+# machine; the day's path cap and transition cap are lifted so every trim counted is a page's.
 @override_settings(ACTIVITY_REDIS_TIMEOUT=10.0, ACTIVITY_PAGE_STATS_MAX_PATHS=1_000_000)
-def test_next_pages_stay_capped_under_100k_distinct_transitions_and_the_most_frequent_survive(redis_client):
+def test_next_pages_stay_capped_under_100k_distinct_transitions_and_the_most_frequent_survive(
+    redis_client, monkeypatch
+):
+    monkeypatch.setattr(sessions_store, "MAX_TRANSITIONS_PER_DAY", 1_000_000)
     cap = conf.settings.TRANSITIONS_MAX_NEXT
     slack = paths_slack(cap)
     popular = {f"/popular/{n}": n % 5 + 1 for n in range(20)}  # steps from the hub per batch
     sizes, fresh = [], iter(range(100_000))
-    hub = keys.transitions(today(), "/hub")
     with CommandDelta(redis_client) as delta:
         for _ in range(100):
             events = []
@@ -102,19 +118,42 @@ def test_next_pages_stay_capped_under_100k_distinct_transitions_and_the_most_fre
                 user = f"u{i % 10}"
                 events += [Event(user, clock.now(), "/hub"), Event(user, clock.now(), page)]
             ingest.record_events(events)
-            sizes.append(redis_client.zcard(hub))
+            sizes.append(steps_from(redis_client, "/hub"))
     assert max(sizes) <= cap + slack
     assert sizes[-1] >= cap
-    # A trim removes at most slack + 1 members, once per slack + 1 new ones: amortized, bounded.
-    assert delta.calls["zremrangebyrank"] <= 50_000 // (slack + 1)
+    # A page's trim reads its steps (one ZRANGEBYLEX) and removes at most slack + 1 of them, once per
+    # slack + 1 new ones: amortized, bounded.
+    assert delta.calls["zrangebylex"] <= 50_000 // (slack + 1)
     kept = counted("/hub")
     assert {page: kept[page] for page in popular} == {page: 100 * weight for page, weight in popular.items()}
-    next_keys = list(redis_client.scan_iter(match=keys.transitions(today(), "*"), count=1000))
-    assert len(next_keys) > 50_000  # the hub, and the new pages with their one step back
-    pipe = redis_client.pipeline(transaction=False)
-    for key in next_keys:
-        pipe.ttl(key)
-    assert min(pipe.execute()) > 0
+    # The hub and 50,000 new pages with their one step back: still the day's two keys, with TTLs.
+    assert transition_keys(redis_client) == {keys.transitions(today()), keys.transitions_index(today())}
+    assert redis_client.zcard(keys.transitions(today())) == redis_client.zcard(keys.transitions_index(today())) > 50_000
+    assert min(redis_client.ttl(key) for key in transition_keys(redis_client)) > 0
+
+
+# A counts test too: 60,000 distinct junk steps (a crawler walking invented URLs) at the real bound.
+@override_settings(ACTIVITY_REDIS_TIMEOUT=10.0, ACTIVITY_PAGE_STATS_MAX_PATHS=1_000_000)
+def test_junk_paths_keep_the_days_transitions_at_their_bound_and_the_frequent_steps_survive(redis_client):
+    bound, slack = sessions_store.MAX_TRANSITIONS_PER_DAY, sessions_store.TRANSITIONS_PER_DAY_SLACK
+    junk = iter(range(10**6))
+    sizes = []
+    with CommandDelta(redis_client) as delta:
+        for _ in range(60):
+            events = [Event("crawler", clock.now(), f"/junk/{next(junk)}") for _ in range(1000)]
+            for n in range(10):  # ten real steps, a few times each batch
+                events += [Event(f"reader{n}", clock.now(), "/home"), Event(f"reader{n}", clock.now(), f"/doc/{n}")]
+            ingest.record_events(events)
+            sizes.append(
+                (redis_client.zcard(keys.transitions(today())), redis_client.zcard(keys.transitions_index(today())))
+            )
+    assert all(counts == indexed <= bound + slack for counts, indexed in sizes)  # both sets, every batch
+    assert sizes[-1][0] >= bound  # 60,000 steps went in: the bound, not the traffic, limits the day
+    # A day's trim removes slack + 1 steps, once per slack + 1 new ones (here the only ZREMRANGEBYRANK).
+    assert 1 <= delta.calls["zremrangebyrank"] <= 60_000 // (slack + 1)
+    assert counted("/home") == {f"/doc/{n}": 60 for n in range(10)}
+    assert transition_keys(redis_client) == {keys.transitions(today()), keys.transitions_index(today())}
+    assert min(redis_client.ttl(key) for key in transition_keys(redis_client)) > 0
 
 
 # --- a user's recommendations ----------------------------------------------------------------------
@@ -163,7 +202,7 @@ def test_no_live_session_is_200_with_no_results(staff_api, redis_client):
     assert (answer.status_code, answer.data) == (200, {"user": "nobody", "results": []})
 
 
-def test_cached_for_the_session_one_round_trip_then_two_when_it_moves(redis_client):
+def test_cached_for_the_session_and_one_round_trip_computed_or_cached(redis_client):
     seed_around_a_and_b()
     walk("u", "/a", "/b")
     recommendations.for_user("nobody")  # the script is loaded
@@ -171,30 +210,30 @@ def test_cached_for_the_session_one_round_trip_then_two_when_it_moves(redis_clie
         found = recommendations.for_user("u")
     with probe(redis_client) as again:
         assert recommendations.for_user("u", 2) == found[:2]
-    assert (first.client_sends, first.commands["evalsha"]) == (2, 2)
-    assert (again.client_sends, again.commands["evalsha"], again.commands["zrange"]) == (1, 1, 0)
+    assert (first.client_sends, first.commands["evalsha"]) == (1, 1)
+    assert first.commands["zrangebylex"] > 0  # computed
+    assert (again.client_sends, again.commands["evalsha"], again.commands["zrangebylex"]) == (1, 1, 0)
     cache = keys.recommendations("u")
     assert 0 < redis_client.pttl(cache) <= conf.settings.REPORT_TTL * 1000
     walk("u", "/z")
     with probe(redis_client) as moved:
         assert "/z" not in dict(recommendations.for_user("u"))
-    assert moved.client_sends == 2
+    assert moved.client_sends == 1
 
 
-def test_a_session_that_moved_between_the_two_calls_is_answered_but_not_cached(redis_client, monkeypatch):
-    from activity.store import transitions
-
+def test_rows_cached_for_one_session_are_never_served_for_the_next(redis_client):
+    """The session is read, scored and cached in one script, so the cache always holds the rows of
+    the session its fingerprint names: a session that moved gets rows computed for it."""
     seed_around_a_and_b()
     walk("u", "/a", "/b")
-    compute = transitions.Recommending.compute
-
-    def meanwhile(self, client, recent, weights, day_names):
-        walk("u", "/z")
-        return compute(self, client, recent, weights, day_names)
-
-    monkeypatch.setattr(transitions.Recommending, "compute", meanwhile)
-    assert recommendations.for_user("u")
-    assert redis_client.exists(keys.recommendations("u")) == 0
+    before = recommendations.for_user("u")
+    cached = redis_client.get(keys.recommendations("u"))
+    walk("u", "/z")
+    with probe(redis_client) as moved:
+        after = recommendations.for_user("u")
+    assert moved.commands["zrangebylex"] > 0  # computed again, not read from the cache
+    assert "/z" in dict(before) and "/z" not in dict(after)
+    assert redis_client.get(keys.recommendations("u")) not in (None, cached)  # cached for the new session
 
 
 # --- weighted random picks -----------------------------------------------------------------------
@@ -254,14 +293,15 @@ def test_a_hit_is_one_round_trip(redis_client):
     recommendations.next_pages("/from", 3)
     with probe(redis_client) as hit:
         assert len(recommendations.next_pages("/from", 3)[1]) == 3
-    assert (hit.client_sends, hit.commands["evalsha"], hit.commands["zunionstore"]) == (1, 1, 0)
+    # No build: next_cdf.lua's ZRANGE (it reads the summed counts back) never ran.
+    assert (hit.client_sends, hit.commands["evalsha"], hit.commands["zrange"]) == (1, 1, 0)
 
 
 def test_stampede_of_50_cold_readers_builds_once(redis_client):
     seed("/from", WEIGHTS)
     with probe(redis_client) as counted_:
         answers = concurrently(50, lambda: recommendations.next_pages("/from", 2))
-    assert counted_.commands["zunionstore"] == 1
+    assert counted_.commands["zrange"] == 1  # one build: next_cdf.lua reads its summed counts back once
     assert all(len(picks) == 2 for _, picks, _ in answers)
     assert {cache for _, _, cache in answers} <= {"miss", "hit"}
 
@@ -270,7 +310,7 @@ def test_stampede_of_50_cold_readers_builds_once(redis_client):
 def test_expiry_under_50_readers_rebuilds_once_per_expiry_serving_stale_meanwhile(redis_client, monkeypatch):
     seed("/from", WEIGHTS)
     recommendations.next_pages("/from", 1)  # the copy that will go stale
-    # Each build holds its lock 50 ms before its ZUNIONSTORE, so the readers meet builds in flight
+    # Each build holds its lock 50 ms before it runs, so the readers meet builds in flight
     # (as in test_reports): on a busy machine none may come in a build's millisecond at all.
     monkeypatch.setattr(recommendations.store, "build_cdf", slowed(recommendations.store.build_cdf))
     caches: list[str] = []
@@ -285,8 +325,9 @@ def test_expiry_under_50_readers_rebuilds_once_per_expiry_serving_stale_meanwhil
         concurrently(50, reader)
     elapsed = time.monotonic() - started
     assert "stale" in caches and "hit" in caches
-    # Each build starts a new 1 s freshness window: at most one rebuild per second, one per miss.
-    assert 2 <= counted_.commands["zunionstore"] == caches.count("miss") <= int(elapsed) + 1
+    # Each build starts a new 1 s freshness window: at most one rebuild per second, one per miss (a
+    # build is next_cdf.lua's one ZRANGE).
+    assert 2 <= counted_.commands["zrange"] == caches.count("miss") <= int(elapsed) + 1
 
 
 # --- the API: bad input, access, the document --------------------------------------------------------

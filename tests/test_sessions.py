@@ -18,7 +18,8 @@ from activity import calendar, clock, conf
 from activity.events import Event
 from activity.services import ingest, sessions
 from activity.store import keys
-from activity.store.sessions import SESSION_RECORD, paths_slack
+from activity.store.scripts import LuaScript
+from activity.store.sessions import PAGE_COUNTS, SESSION_RECORD, VIEWER_NAMES, VIEWER_RANK, paths_slack
 from activity.tasks import record_events as record_events_task
 from tests.redis_counts import CommandDelta
 from tests.redis_probe import probe
@@ -185,13 +186,62 @@ def test_distinct_paths_per_day_stay_capped_and_the_most_viewed_survive(redis_cl
     assert_every_key_has_a_ttl(redis_client)
 
 
-def test_the_script_checks_its_argument_counts(redis_client):
+def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
+    """Each page-view script with one view whose arguments lack one (or whose keys lack one)."""
+    day, week = calendar.period_name("day", today()), calendar.period_name("week", today())
+    name = calendar.day_name(today())
+    tombstones, user = keys.tombstones("pv"), "x"
+    return [
+        (
+            SESSION_RECORD,
+            [
+                tombstones,
+                keys.sessions_started(name),
+                keys.transitions(name),
+                keys.transitions_index(name),
+                keys.session(user),
+            ],
+            [60000, 50, 10, 1, 50, 5, 50000, 5000, 1.0, user, "{}"],
+            "a key and 3 arguments per view",
+        ),
+        (
+            PAGE_COUNTS,
+            [tombstones, keys.page_views(name), keys.path_views(name)],
+            [10, 100, 10, 1.0, user],
+            "2 arguments per view",
+        ),
+        (
+            VIEWER_NAMES,
+            [
+                tombstones,
+                keys.viewers_by_name(day),
+                keys.viewers_by_name(week),
+                keys.viewers_by_name_pending(day),
+                keys.viewers_by_name_pending(week),
+                keys.display_name(user),
+                keys.display_aliases(user),
+                keys.user_views(day, user),
+            ],
+            [10, 10, 1.0, user, ""],
+            "4 keys and 2 arguments per view",
+        ),
+        (
+            VIEWER_RANK,
+            [tombstones, keys.top_viewers(day), keys.top_viewers(week), keys.user_views(day, user)],
+            [10, 10, 1000, 1.0, user],
+            "2 keys and 1 argument per view",
+        ),
+    ]
+
+
+@pytest.mark.parametrize("call", range(4), ids=["session_record", "page_counts", "viewer_names", "viewer_rank"])
+def test_each_page_view_script_checks_its_argument_counts_and_writes_nothing_when_they_are_wrong(redis_client, call):
+    script, script_keys, args, message = bad_calls()[call]
     pipe = redis_client.pipeline(transaction=False)
-    args = [60000, 50, 10, 10, 100, 10, 1, 50, 5, 1000, 1.0, "x", "{}", "/", ""]
-    pipe.script(SESSION_RECORD, [keys.session("x")], args)
-    with pytest.raises(redis.ResponseError, match="15 keys per view"):
+    pipe.script(script, script_keys, args)
+    with pytest.raises(redis.ResponseError, match=message):
         pipe.execute()
-    assert redis_client.exists(keys.session("x")) == 0
+    assert redis_client.exists(*script_keys) == 0
 
 
 # --- what gets recorded ---------------------------------------------------------------------------
@@ -217,6 +267,92 @@ def test_ingest_api_and_task_record_page_views_only_for_events_with_a_path(staff
         ("/docs/a", round(now + 0.5, 3)),
     ]
     assert redis_client.get(keys.display_name("7")) == "7"  # no username known: the id stands in
+
+
+# --- one batch: two days, repeated first views, a rename --------------------------------------------
+
+WEDNESDAY = datetime(2026, 11, 25, 12, tzinfo=UTC).timestamp()  # ISO week 2026W48 began on Monday 23rd
+TUESDAY_NIGHT = WEDNESDAY - 12 * 3600 - 0.5  # 23:59:59.5 UTC, the same ISO week
+
+
+def counter(redis_client, period: str, when: float, user: str) -> int:
+    """The user's views in the ``period`` (day or week) holding ``when``."""
+    return int(redis_client.get(keys.user_views(calendar.period_name(period, calendar.day_of(when)), user)) or 0)
+
+
+def pending(redis_client, period: str, when: float) -> set[str]:
+    return redis_client.smembers(keys.viewers_by_name_pending(calendar.period_name(period, calendar.day_of(when))))
+
+
+def test_a_batch_across_midnight_records_each_view_on_its_own_day_in_one_round_trip(redis_client, monkeypatch):
+    from tests.test_recommendations import counted
+
+    monkeypatch.setattr(clock, "now", lambda: WEDNESDAY)
+    ingest.record_events([view("warm", "/w", WEDNESDAY - 2 * 86400)])  # Monday: scripts loaded
+    tuesday, wednesday = calendar.day_of(TUESDAY_NIGHT), calendar.day_of(WEDNESDAY)
+    batch = [
+        view("u1", "/a", TUESDAY_NIGHT),
+        view("u2", "/c", TUESDAY_NIGHT + 1),  # Wednesday 00:00:00.5
+        view("u1", "/b", TUESDAY_NIGHT + 1),
+        view("u2", "/a", TUESDAY_NIGHT + 2),
+    ]
+    with probe(redis_client) as sent:
+        assert ingest.record_events(batch).sessions_started == 2  # u1's on Tuesday, u2's on Wednesday
+    assert (sent.client_sends, sent.server_reads) == (1, 1)
+    assert [e["path"] for e in stored(redis_client, "u1")] == ["/a", "/b"]
+    assert [e["path"] for e in stored(redis_client, "u2")] == ["/c", "/a"]
+    assert (sessions.started(tuesday), sessions.started(wednesday)) == (1, 1)
+    assert (sessions.page_views(tuesday), sessions.page_views(wednesday)) == (1, 3)
+    assert sessions.top_paths(tuesday) == [("/a", 1)]
+    assert dict(sessions.top_paths(wednesday)) == {"/a": 1, "/b": 1, "/c": 1}
+    # u1's step across midnight is counted on the day of the view it led to.
+    assert counted("/a", calendar.day_name(tuesday)) == {}
+    assert counted("/a", calendar.day_name(wednesday)) == {"/b": 1}
+    assert counted("/c", calendar.day_name(wednesday)) == {"/a": 1}
+    assert [counter(redis_client, "day", TUESDAY_NIGHT, user) for user in ("u1", "u2")] == [1, 0]
+    assert [counter(redis_client, "day", WEDNESDAY, user) for user in ("u1", "u2")] == [1, 2]
+    assert [counter(redis_client, "week", WEDNESDAY, user) for user in ("u1", "u2")] == [2, 2]
+    top_tuesday = redis_client.zrange(keys.top_viewers(calendar.period_name("day", tuesday)), 0, -1, withscores=True)
+    top_wednesday = redis_client.zrange(
+        keys.top_viewers(calendar.period_name("day", wednesday)), 0, -1, withscores=True
+    )
+    assert (top_tuesday, top_wednesday) == ([("u1", 1.0)], [("u1", 1.0), ("u2", 2.0)])
+    assert pending(redis_client, "day", TUESDAY_NIGHT) == {"u1\x00u1", ""}
+    assert pending(redis_client, "day", WEDNESDAY) == {"u1\x00u1", "u2\x00u2", ""}
+    assert pending(redis_client, "week", WEDNESDAY) == {"warm\x00warm", "u1\x00u1", "u2\x00u2", ""}
+    assert_every_key_has_a_ttl(redis_client)
+
+
+def test_several_first_views_of_a_user_in_one_batch_pend_one_entry_and_later_views_none(redis_client):
+    from activity.services import reports
+
+    ingest.record_events([view("n1", "/a"), view("n1", "/b"), view("n1", "/c")], names={"n1": "Nina"})
+    now = clock.now()
+    for period in ("day", "week"):
+        assert pending(redis_client, period, now) == {"Nina\x00n1", ""}
+        assert redis_client.ttl(keys.viewers_by_name_pending(calendar.period_name(period, today()))) > 0
+        assert counter(redis_client, period, now, "n1") == 3
+    reports.refresh()  # the entries merged into the indexes: the pending sets are gone
+    with CommandDelta(redis_client) as delta:
+        ingest.record_events([view("n1", "/d")], names={"n1": "Nina"})
+    assert delta.calls["sadd"] == 0  # not a first view: nothing pended
+    assert pending(redis_client, "day", now) == pending(redis_client, "week", now) == set()
+
+
+def test_a_new_user_renamed_within_a_batch_keeps_one_entry_under_the_last_name(redis_client):
+    from activity.services import reports
+    from activity.store.sessions import PageView, queue_record
+
+    now = clock.now()
+    pipe = redis_client.pipeline(transaction=False)
+    queue_record(pipe, [PageView("n2", "/a", now, "zed"), PageView("n2", "/b", now, "amy")], 60, 50, 8, now)
+    pipe.execute()
+    for period in ("day", "week"):
+        assert pending(redis_client, period, now) == {"amy\x00n2", ""}
+        assert counter(redis_client, period, now, "n2") == 2
+    assert redis_client.smembers(keys.display_aliases("n2")) == {"zed"}
+    found, _ = reports.page("active-by-name")
+    assert [(row["user"], row["name"], row["views"]) for row in found.rows] == [("n2", "amy", 2)]
 
 
 # --- the middleware -------------------------------------------------------------------------------
@@ -254,11 +390,11 @@ def test_a_tracked_page_view_still_costs_one_round_trip(browser, member, redis_c
         browser.get("/pricing")
     assert last_seen_only.client_sends == with_session.client_sends == 1
     assert last_seen_only.server_reads == with_session.server_reads == 1
-    # Inside that one round trip: the last-seen and group-index EVALSHAs, plus one for the page view
-    # (today's first visit and active-user bit were written by the warm-up requests, and this
-    # process remembers it: ACTIVITY_DAY_WRITES_CACHE).
+    # Inside that one round trip: the last-seen and group-index EVALSHAs, plus the page view's four
+    # (session, page counts, viewer names, viewer ranking; today's first visit and active-user bit
+    # were written by the warm-up requests, and this process remembers it: ACTIVITY_DAY_WRITES_CACHE).
     assert last_seen_only.commands["evalsha"] == 2
-    assert with_session.commands["evalsha"] == 3
+    assert with_session.commands["evalsha"] == 2 + 4
     assert with_session.commands["multi"] == with_session.commands["exec"] == 0
     assert len(stored(redis_client, str(member.pk))) == 2
 

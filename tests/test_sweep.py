@@ -67,7 +67,8 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "sessions_started": (("20261123",), 8 * DAY),
     "page_views": (("20261123",), 8 * DAY),
     "path_views": (("20261123",), 8 * DAY),
-    "transitions": (("20261123", "/pricing"), 8 * DAY),
+    "transitions": (("20261123",), 8 * DAY),
+    "transitions_index": (("20261123",), 8 * DAY),
     "transitions_cdf": (("20261123+7", "/pricing"), GONE),
     "transitions_total": (("20261123+7", "/pricing"), GONE),
     "recommendations": (("42",), GONE),
@@ -99,7 +100,6 @@ HELPERS = {
     "page_stats_ttl",
     "display_name_pattern",
     "user_views_pattern",
-    "group_family",
 }
 
 

@@ -78,20 +78,16 @@ def record_events(
 
     pipe = get_client().pipeline(transaction=False)
     moved_at = last_seen_store.queue_update(pipe, latest, now) if latest else []
-    started_at = (
-        []
-        if not views
-        else [
-            sessions_store.queue_record(
-                pipe,
-                views,
-                conf.settings.SESSION_WINDOW,
-                conf.settings.SESSION_MAX_PAGES,
-                conf.settings.PAGE_STATS_DAYS,
-                now,
-            )
-        ]
-    )
+    started_at: list[int] = []
+    if views:
+        started_at = sessions_store.queue_record(
+            pipe,
+            views,
+            conf.settings.SESSION_WINDOW,
+            conf.settings.SESSION_MAX_PAGES,
+            conf.settings.PAGE_STATS_DAYS,
+            now,
+        )
     new_at: list[int] = []
     actives: set[tuple[str, date]] = set()
     anonymous: set[tuple[str, date]] = set()

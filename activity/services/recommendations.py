@@ -1,14 +1,14 @@
 """What users look at next, read from the page transitions of live navigation sessions.
 
-The page-view script counts, per UTC day, which page followed which in a session (a reload is not
-a step), keeping each page's ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent next pages. The reads
+``lua/session_record.lua`` counts, per UTC day, which page followed which in a session (a reload is
+not a step), keeping each page's ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent next pages. The reads
 merge the last ``ACTIVITY_RECOMMEND_DAYS`` days (today included; days past
 ``ACTIVITY_PAGE_STATS_DAYS`` have expired):
 
 - ``for_user``: the pages most often visited next after the user's latest pages. Each of the
   session's last ``ACTIVITY_RECOMMEND_RECENT_PAGES`` distinct pages contributes the share of its
   transitions that went to each page, weighted 1, 1/2, 1/3, ... from the newest page back; pages
-  already in the session are left out. Cached per session state: one round trip when nothing moved.
+  already in the session are left out. Cached per session state; one round trip either way.
 - ``next_pages``: distinct weighted random picks among the pages that followed a page, from a
   cumulative-weight copy rebuilt by one client at a time (``activity.services.cached``, as reports).
 - ``top_next``: the dashboard's most frequent next pages of a day.
@@ -47,27 +47,26 @@ def window_name(days: Sequence[str]) -> str:
 
 def recency_weights(count: int) -> list[float]:
     """Weights of the ``count`` latest distinct pages, newest first: 1 / (1 + age rank), so the page
-    being read counts most and each step back a little less, never nothing."""
+    being read counts most and each step back a little less, never nothing. A session whose latest
+    entries hold fewer distinct pages uses the first weights."""
     return [1 / (1 + rank) for rank in range(count)]
 
 
 def for_user(user: str, n: int = 5) -> list[tuple[str, float]]:
     """The ``n`` best next pages for the user's live session as (path, score), best first; [] when
-    the user has no session or nothing followed its pages. One round trip (EVALSHA) when the answer
-    for this very session is cached (``ACTIVITY_REPORT_TTL``), two otherwise."""
+    the user has no session or nothing followed its pages. One round trip (EVALSHA): the answer for
+    this very session when cached (``ACTIVITY_REPORT_TTL``), else computed and cached in the same call."""
     days = window_days(day_of(clock.now()))
     recent_pages = conf.settings.RECOMMEND_RECENT_PAGES
     request = store.Recommending(
         user=user,
         context=f"{window_name(days)}:{recent_pages}",
-        recent_pages=recent_pages,
+        weights=recency_weights(recent_pages),
+        day_names=days,
         ttl_ms=reports.Policy.current().ttl_ms,
         keep=MAX_RESULTS,
     )
-    client = get_client()
-    found = request.cached(client)
-    if isinstance(found, store.Recent):
-        found = request.compute(client, found, recency_weights(len(found.paths)), days)
+    found = store.recommend(get_client(), request)
     return [] if found is None else found[:n]
 
 

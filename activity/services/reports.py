@@ -11,9 +11,10 @@ so their readers keep hitting the cache.
 
 The by-name report (``active-by-name``) lists every viewer, so no bounded copy could hold it and a
 full SORT would hold Redis for as long as there are viewers: it is read straight from the by-name
-index, a page per round trip. The page-view script leaves a new viewer's entry in the period's
-pending set (an SADD is cheaper than an ordered insert into a million-member index); each read
-first merges one slice of them (``ACTIVITY_REPORT_MERGE_SLICE``) in the same call, and the beat
+index, a page per read (two round trips: the page, then its users' counters). The page-view
+scripts leave a new viewer's entry in the period's pending set (an SADD is cheaper than an ordered
+insert into a million-member index); each read first merges one slice of them
+(``ACTIVITY_REPORT_MERGE_SLICE``) in the same call as the page, and the beat
 job drains the rest of the current day's and week's, a slice per call, at most
 ``ACTIVITY_REPORT_MERGE_SLICES_PER_RUN`` calls a period and run. A read that leaves entries pending
 lacks those users and says so: ``X-Cache: stale`` (otherwise ``hit``); at most a refresh interval

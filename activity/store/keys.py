@@ -152,7 +152,8 @@ def stray_ttl(key: str, now: float, default: int) -> int | None:
 def page_stats_ttl(stats_days: int, weekly: bool = False) -> int:
     """Seconds a per-day page statistic (``weekly``: per-week ones and display names) lives: from
     its first write for counters and the day's paths, its last for display names and the keys
-    listing a period's users (``lua/session_record.lua``), and the sweep's TTL for one without."""
+    listing a period's users (the page-view scripts, ``activity.store.sessions``), and the sweep's
+    TTL for one without."""
     return (stats_days + (7 if weekly else 0)) * DAY_SECONDS
 
 
@@ -327,9 +328,10 @@ def active_hll_month(month: str) -> str:
 
 
 # --- navigation sessions and page-view statistics: all tagged {pv} -----------------------------
-# One tag because one EVALSHA per batch writes every user's session list together with the shared
-# per-day counters, and because the reports' SORT reads the per-user counters and names through
-# BY/GET patterns, which Redis Cluster allows only within the sorted key's slot.
+# One tag because each page-view script of a batch writes every user's keys (session list,
+# counters, name) together with the shared per-day keys, and because the reports' SORT reads the
+# per-user counters and names through BY/GET patterns, which Redis Cluster allows only within the
+# sorted key's slot.
 # Page statistics live PAGE_STATS_DAYS (weekly ones 7 more), whatever their day: counters and the
 # day's paths after their first write, display names after their last, and the keys listing a
 # period's users after its latest new user, merge or (pending sets) first entry since a merge; so
@@ -383,15 +385,23 @@ def path_views(day: str) -> str:
     return f"{prefix()}{PV_TAG}:paths:{day}"
 
 
-# Transitions are named by the page they leave, which the page-view script reads from the session
-# it appends to; so that script is handed ``transitions(day, "")``, the stem, and appends the page
-# (one of the two key families scripts complete themselves: same {pv} slot, which Redis Cluster
-# lets a script touch; the other is ``user_views``).
-@family("{pv}:next:<day>:<path>", "zset", _page_stats())
-def transitions(day: str, path: str) -> str:
-    """Sorted set: member = a page viewed next after ``path`` in a session on ``day``, score = how
-    often; the ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent kept (TTL: day statistics)."""
-    return f"{prefix()}{PV_TAG}:next:{day}:{path}"
+# A day's transitions are two sorted sets of the same members, "page NUL next page" (a page never
+# holds a NUL; lua/session_record.lua counts no step of one that does): one counts each step, the
+# other (every score 0) finds a page's steps by one ZRANGEBYLEX. Their number does not grow with the
+# paths, and lua/session_record.lua bounds their members per page and per day.
+@family("{pv}:next:<day>", "zset", _page_stats())
+def transitions(day: str) -> str:
+    """Sorted set: member = a page, NUL, a page viewed next after it in a session on ``day``, score =
+    how often; each page's ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent kept, and the day's
+    ``sessions.MAX_TRANSITIONS_PER_DAY`` most frequent in all (TTL: day statistics)."""
+    return f"{prefix()}{PV_TAG}:next:{day}"
+
+
+@family("{pv}:next-index:<day>", "zset", _page_stats())
+def transitions_index(day: str) -> str:
+    """Sorted set, every score 0: the members of ``transitions(day)``, so a page's steps are
+    ``ZRANGEBYLEX [page NUL (page \\x01`` (written and trimmed with it; TTL: day statistics)."""
+    return f"{prefix()}{PV_TAG}:next-index:{day}"
 
 
 @family("{pv}:next-cdf:<window>:<path>", "zset", DELETE)
@@ -415,8 +425,6 @@ def recommendations(user: str) -> str:
     return f"{prefix()}{PV_TAG}:recs:{user}"
 
 
-# The by-name report reads the views of the users on its page, whom only its ZRANGE names; so
-# ``lua/report_by_name.lua`` is handed ``user_views(period, "")``, the stem, and appends each user id.
 @family("{pv}:uv:<period>:<user>", "string", _page_stats(weekly=True))
 def user_views(period: str, user: str) -> str:
     """String counter: one user's page views in ``period`` (``d:YYYYMMDD`` or ``w:YYYYWww``); TTL set
@@ -432,7 +440,7 @@ def user_views_pattern(period: str) -> str:
 @family("{pv}:top:<period>", "zset", _page_stats(weekly=True))
 def top_viewers(period: str) -> str:
     """Sorted set: user id -> page views in ``period`` of the ``ACTIVITY_REPORT_CANDIDATES`` users
-    with the most (ties: the greater user id, as SORT ... DESC), kept by the page-view script; the
+    with the most (ties: the greater user id, as SORT ... DESC), kept by ``lua/viewer_rank.lua``; the
     ``most-active`` report sorts its top K (TTL: as the period's counters, renewed with each new one)."""
     return f"{prefix()}{PV_TAG}:top:{period}"
 
@@ -454,10 +462,10 @@ def viewers_by_name(period: str) -> str:
 # belongs to exactly one family.
 @family("{pv}:byname-pending:<period>", "set", _page_stats(weekly=True))
 def viewers_by_name_pending(period: str) -> str:
-    """Set: "name NUL user" entries of ``period`` not yet in ``viewers_by_name``. The page-view
-    script adds a user's entry at its first view of the period or at a rename (an SADD, O(1), where
-    an ordered insert into the index is O(log N)); the by-name read and the refresh job
-    move them into the index a bounded slice per call. The set also holds a marker, the empty
+    """Set: "name NUL user" entries of ``period`` not yet in ``viewers_by_name``.
+    ``lua/viewer_names.lua`` adds a user's entry at its first view of the period or at a rename (an
+    SADD, O(1), where an ordered insert into the index is O(log N)); the by-name read and the
+    refresh job move them into the index a bounded slice per call. The set also holds a marker, the empty
     string, so the script's SADD tells when the set is new and gets its TTL (as the period's
     counters, from the first entry since the set was made or a merge took the marker), without an
     EXPIRE at every new viewer."""
@@ -499,11 +507,6 @@ def reports_read() -> str:
 # Tagged apart from {ls}: the build reads last seen in its own round trip (see store/groups.py).
 # Every key of the family has a TTL; one without is a rogue partial view (the TTL guard can leave
 # one) or a leftover, and deleting it is safe: the next read rebuilds it.
-
-
-def group_family() -> str:
-    """SCAN pattern of the group-view family; every key in it has a TTL (``sweep`` deletes strays)."""
-    return f"{prefix()}{{grp}}:*"
 
 
 @family("{grp}:view:<group_id>", "zset", DELETE)

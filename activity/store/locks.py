@@ -1,6 +1,6 @@
 """A Redis lock with its waiters' signal, after python-redis-lock.
 
-``SET key token NX PX ttl`` with a random token, released and extended by compare-token scripts:
+``SET key token NX PX ttl`` with a random token, released by a compare-token script:
 never SETNX then EXPIRE (a crash between the two leaves a lock forever), never a lock without a
 TTL, never a plain DEL to release (a holder whose lock expired would delete the next holder's).
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 
-from activity.errors import LockNotOwned, StoreTimeout
+from activity.errors import StoreTimeout
 from activity.store import keys
 from activity.store.client import Client
 from activity.store.scripts import LuaScript
@@ -23,7 +23,6 @@ logger = logging.getLogger("activity.services.locks")
 
 ACQUIRE = LuaScript("lock_acquire")
 RELEASE = LuaScript("lock_release")
-EXTEND = LuaScript("lock_extend")
 # A BLPOP step stays below the connection's socket timeout, so an idle wait never reads as a failure.
 BLOCK_SHARE_OF_TIMEOUT = 0.8
 
@@ -53,14 +52,6 @@ class Lock:
         """Release the lock if it is still ours and announce it; False means it had expired meanwhile."""
         self.acquired = False
         return RELEASE(self.client, [self.key, self.signal], [self.token, self.ttl_ms]) == 1
-
-    def extend(self, ttl_ms: int | None = None) -> None:
-        """Reset the TTL of a lock we hold; raises ``LockNotOwned`` if we no longer do."""
-        if EXTEND(self.client, [self.key], [self.token, int(ttl_ms or self.ttl_ms)]) != 1:
-            raise LockNotOwned(self.key)
-
-    def owned(self) -> bool:
-        return self.client.get(self.key) == self.token
 
     def __enter__(self) -> bool:
         return self.acquire()

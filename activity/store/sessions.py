@@ -1,4 +1,5 @@
-"""Navigation sessions and page-view statistics: one EVALSHA per batch, lists read by LRANGE."""
+"""Navigation sessions and page-view statistics: four scripts per day of a batch in one round trip,
+lists read by LRANGE."""
 
 from __future__ import annotations
 
@@ -14,8 +15,19 @@ from activity.store.client import Client
 from activity.store.scripts import LuaScript, Pipeline
 
 SESSION_RECORD = LuaScript("session_record")
+PAGE_COUNTS = LuaScript("page_counts")
+VIEWER_NAMES = LuaScript("viewer_names")
+VIEWER_RANK = LuaScript("viewer_rank")
 PAGE = LuaScript("session_page")
 ENTRY_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per view
+# Distinct transitions (page -> next page) kept per day, whatever the pages: junk paths (a crawler
+# inventing URLs, kept query strings) cannot grow the day's two transition sets without bound. The
+# least frequent go first, trimmed as the day's paths are once the slack is passed, so a trim is paid
+# for by that many new steps. The slack is not a tenth of the bound: a trim removes each step from
+# both sets, and 5,001 of them (40-byte paths) took one script call 6.4 ms, past issue 16's 5 ms for
+# any command; 1,001 took 1.5 ms.
+MAX_TRANSITIONS_PER_DAY = 50_000
+TRANSITIONS_PER_DAY_SLACK = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,82 +47,98 @@ class SessionPage:
 
 def paths_slack(max_paths: int) -> int:
     """New members a capped set (a day's paths, a page's next pages) takes past ``max_paths`` before
-    the script trims it: a tenth of the cap, so each trim's ZREMRANGEBYRANK is paid for by that
-    many cheap views."""
+    the script trims it: a tenth of the cap, so each trim's removals are paid for by that many cheap
+    views."""
     return max(max_paths // 10, 1)
 
 
 def queue_record(
     pipe: Pipeline, views: Sequence[PageView], window_s: int, max_pages: int, stats_days: int, now: float
-) -> int:
-    """Queue one EVALSHA recording every view of the batch; returns its reply index (sessions started).
+) -> list[int]:
+    """Queue the scripts recording every view of the batch on ``pipe`` (still one round trip):
+    four per day the views fall on (a batch has one or two), the days in date order and each day's
+    views in batch order.
+    Returns the reply indexes of the session scripts, whose replies sum to the sessions started.
     The views of a user erased and still tombstoned at ``now`` are skipped.
 
-    Each day's path set keeps the ``ACTIVITY_PAGE_STATS_MAX_PATHS`` most viewed (plus at most
-    ``paths_slack`` of it), so a catch-all route or kept query strings cannot grow it without bound.
-    With ``ACTIVITY_TRANSITIONS`` a view following another in its session also counts that step,
-    each page keeping its ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent next pages. Each day and
-    week keeps its ``ACTIVITY_REPORT_CANDIDATES`` users with the most views for the ranked reports,
-    and a user's by-name entry waits in the period's pending set until a merge
-    (``activity.store.reports``) moves it into the by-name index.
+    ``lua/session_record.lua`` appends each view to its user's session, counts the sessions started
+    and, with ``ACTIVITY_TRANSITIONS``, the steps from page to page (each page keeping its
+    ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent next pages, the day its
+    ``MAX_TRANSITIONS_PER_DAY`` most frequent steps); ``lua/page_counts.lua`` counts the
+    views per day and per path, each day keeping its ``ACTIVITY_PAGE_STATS_MAX_PATHS`` most viewed
+    paths (plus at most ``paths_slack`` of it), so a catch-all route or kept query strings cannot
+    grow it without bound; ``lua/viewer_names.lua`` keeps the display names and puts a user's
+    by-name entry in the period's pending set until a merge (``activity.store.reports``) moves it
+    into the by-name index; ``lua/viewer_rank.lua`` counts each user's views per day and week and
+    keeps each period's ``ACTIVITY_REPORT_CANDIDATES`` users with the most views for the ranked
+    reports. The names script tells a user's first view of a period by the counters the ranking
+    script creates, so it is queued first.
     """
-    return pipe.script(SESSION_RECORD, *record_call(views, window_s, max_pages, stats_days, now))
-
-
-def record_call(
-    views: Sequence[PageView], window_s: int, max_pages: int, stats_days: int, now: float
-) -> tuple[list[str], list[str | int]]:
-    """(KEYS, ARGV) of the page-view script for ``views``, as ``queue_record`` sends them."""
-    settings = conf.settings
-    max_paths, max_next = settings.PAGE_STATS_MAX_PATHS, settings.TRANSITIONS_MAX_NEXT
-    script_keys: list[str] = [keys.tombstones("pv")]
-    args: list[str | int] = [
-        int(window_s * 1000),
-        int(max_pages),
-        keys.page_stats_ttl(stats_days),
-        keys.page_stats_ttl(stats_days, weekly=True),
-        max_paths,
-        paths_slack(max_paths),
-        int(settings.TRANSITIONS),
-        max_next,
-        paths_slack(max_next),
-        settings.REPORT_CANDIDATES,
-        repr(now),
-    ]
-    days: dict[date, tuple[str, str, list[str], list[str]]] = {}  # a batch's views share a day or two
+    by_day: dict[date, list[PageView]] = {}
     for view in views:
-        when = day_of(view.ts)
-        if when not in days:
-            days[when] = _day_keys(when)
-        day, week, counts, pending = days[when]
-        script_keys += [
-            keys.session(view.user),
-            keys.user_views(day, view.user),
-            keys.user_views(week, view.user),
-            keys.display_name(view.user),
-            *counts,
-            keys.display_aliases(view.user),
-            *pending,
-        ]
-        entry = ENTRY_JSON.encode({"path": view.path, "ts": view.ts})
-        args += [view.user, entry, view.path, view.name or ""]
-    return script_keys, args
+        by_day.setdefault(day_of(view.ts), []).append(view)
+    day_ttl, week_ttl = keys.page_stats_ttl(stats_days), keys.page_stats_ttl(stats_days, weekly=True)
+    ttls = (day_ttl, week_ttl)
+    started = []
+    for when in sorted(by_day):
+        day_views = by_day[when]
+        started.append(_queue_sessions(pipe, when, day_views, int(window_s * 1000), max_pages, day_ttl, now))
+        _queue_page_counts(pipe, when, day_views, day_ttl, now)
+        _queue_viewer_names(pipe, when, day_views, ttls, now)
+        _queue_viewer_rank(pipe, when, day_views, ttls, now)
+    return started
 
 
-def _day_keys(when: date) -> tuple[str, str, list[str], list[str]]:
-    """The day's and week's names, and the keys every view of that day shares (KEYS 5-12, 14-15)."""
-    day, week, name = period_name("day", when), period_name("week", when), day_name(when)
-    counts = [
-        keys.sessions_started(name),
-        keys.page_views(name),
-        keys.path_views(name),
-        keys.top_viewers(day),
-        keys.top_viewers(week),
-        keys.viewers_by_name(day),
-        keys.viewers_by_name(week),
-        keys.transitions(name, ""),
+def _queue_sessions(
+    pipe: Pipeline, when: date, views: Sequence[PageView], window_ms: int, max_pages: int, ttl: int, now: float
+) -> int:
+    settings, day = conf.settings, day_name(when)
+    max_next = settings.TRANSITIONS_MAX_NEXT
+    script_keys = [
+        keys.tombstones("pv"),
+        keys.sessions_started(day),
+        keys.transitions(day),
+        keys.transitions_index(day),
     ]
-    return day, week, counts, [keys.viewers_by_name_pending(day), keys.viewers_by_name_pending(week)]
+    args: list[str | int] = [window_ms, int(max_pages), ttl, int(settings.TRANSITIONS), max_next]
+    args += [paths_slack(max_next), MAX_TRANSITIONS_PER_DAY, TRANSITIONS_PER_DAY_SLACK, repr(now)]
+    for view in views:
+        script_keys.append(keys.session(view.user))
+        args += [view.user, ENTRY_JSON.encode({"path": view.path, "ts": view.ts}), view.path]
+    return pipe.script(SESSION_RECORD, script_keys, args)
+
+
+def _queue_page_counts(pipe: Pipeline, when: date, views: Sequence[PageView], ttl: int, now: float) -> int:
+    max_paths, day = conf.settings.PAGE_STATS_MAX_PATHS, day_name(when)
+    script_keys = [keys.tombstones("pv"), keys.page_views(day), keys.path_views(day)]
+    args: list[str | int] = [ttl, max_paths, paths_slack(max_paths), repr(now)]
+    for view in views:
+        args += [view.user, view.path]
+    return pipe.script(PAGE_COUNTS, script_keys, args)
+
+
+def _queue_viewer_names(
+    pipe: Pipeline, when: date, views: Sequence[PageView], ttls: tuple[int, int], now: float
+) -> int:
+    day, week = period_name("day", when), period_name("week", when)
+    script_keys = [keys.tombstones("pv"), keys.viewers_by_name(day), keys.viewers_by_name(week)]
+    script_keys += [keys.viewers_by_name_pending(day), keys.viewers_by_name_pending(week)]
+    args: list[str | int] = [*ttls, repr(now)]
+    for view in views:
+        script_keys += [keys.display_name(view.user), keys.display_aliases(view.user)]
+        script_keys += [keys.user_views(day, view.user), keys.user_views(week, view.user)]
+        args += [view.user, view.name or ""]
+    return pipe.script(VIEWER_NAMES, script_keys, args)
+
+
+def _queue_viewer_rank(pipe: Pipeline, when: date, views: Sequence[PageView], ttls: tuple[int, int], now: float) -> int:
+    day, week = period_name("day", when), period_name("week", when)
+    script_keys = [keys.tombstones("pv"), keys.top_viewers(day), keys.top_viewers(week)]
+    args: list[str | int] = [*ttls, conf.settings.REPORT_CANDIDATES, repr(now)]
+    for view in views:
+        script_keys += [keys.user_views(day, view.user), keys.user_views(week, view.user)]
+        args.append(view.user)
+    return pipe.script(VIEWER_RANK, script_keys, args)
 
 
 def page(client: Client, user: str, number: int, size: int) -> SessionPage | None:

@@ -1,0 +1,49 @@
+-- Count one day's page views of a batch: the day's page-view counter, and the day's views per path,
+-- which keeps the most viewed: when a new path takes the set past the cap plus the slack, the
+-- fewest viewed are removed down to the cap (at most slack + 1 members, once per slack + 1 new
+-- paths, so the cost stays amortized O(log N) a view). The counter gets its TTL when the INCRBY
+-- creates it and the paths when the set is made: a per-day key is written during its day (and by
+-- late events within retention), so the TTL of its first write is the day's retention.
+-- A user erased and still tombstoned at now (docs/privacy.md) is skipped: their views are not
+-- counted.
+--
+-- KEYS[1]  tombstones of erased users (member -> expiry)
+-- KEYS[2]  page views that day (string counter)
+-- KEYS[3]  views per path that day (zset path -> views)
+-- ARGV[1]  TTL of the day's keys, seconds (>= 1)
+-- ARGV[2]  paths kept (cap >= 1)
+-- ARGV[3]  slack: new paths let in past the cap before a trim (>= 0)
+-- ARGV[4]  now, epoch seconds
+-- ARGV[5..] 2 per view: user id, path
+-- Returns  the number of views counted.
+if #KEYS ~= 3 or #ARGV < 4 or (#ARGV - 4) % 2 ~= 0 then
+  return redis.error_reply('page_counts: expected 3 keys and 4 arguments, then 2 arguments per view')
+end
+local ttl, cap, slack, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if ttl == nil or ttl < 1 or cap == nil or cap < 1 or slack == nil or slack < 0 or now == nil then
+  return redis.error_reply('page_counts: TTL and paths kept must be >= 1, slack >= 0 and now a number')
+end
+
+local tombstones, views, paths = KEYS[1], KEYS[2], KEYS[3]
+-- The tombstones are looked up only while the set exists.
+local erasures = redis.call('EXISTS', tombstones) == 1
+local counted = 0
+for a = 5, #ARGV, 2 do
+  local user, path = ARGV[a], ARGV[a + 1]
+  local expiry = erasures and redis.call('ZSCORE', tombstones, user)
+  if not (expiry and tonumber(expiry) > now) then
+    counted = counted + 1
+    if tonumber(redis.call('ZINCRBY', paths, 1, path)) == 1 then
+      local size = redis.call('ZCARD', paths)
+      if size == 1 then
+        redis.call('EXPIRE', paths, ttl)
+      elseif size > cap + slack then
+        redis.call('ZREMRANGEBYRANK', paths, 0, -cap - 1)
+      end
+    end
+  end
+end
+if counted > 0 and redis.call('INCRBY', views, counted) == counted then
+  redis.call('EXPIRE', views, ttl)
+end
+return counted

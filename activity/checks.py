@@ -15,6 +15,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from activity import conf
@@ -23,6 +24,7 @@ TAG = "activity"
 ACTIVITY_MIDDLEWARE = "activity.web.middleware.ActivityMiddleware"
 AUTH_MIDDLEWARE = "django.contrib.auth.middleware.AuthenticationMiddleware"
 FLUSH_TASK = "activity.flush"
+DEFAULT_REDIS_URL = conf.BY_NAME["REDIS_URL"].default
 
 
 def _position(chain: Sequence[str], base_path: str) -> int | None:
@@ -64,13 +66,24 @@ def middleware(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessa
     return []
 
 
+def setting_values(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Every public setting has a value of its type, within its bounds (``activity.conf``)."""
+    found = []
+    for setting in conf.SETTINGS:
+        try:
+            conf.get(setting.name)
+        except ImproperlyConfigured as error:
+            found.append(checks.Error(str(error), hint=f"Default: {setting.default!r}.", id="activity.E006"))
+    return found
+
+
 def redis_url(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """In production (``check --deploy``) ``REDIS_URL`` is set, not left to the development default."""
     if hasattr(settings, "REDIS_URL"):
         return []
     return [
         checks.Error(
-            f"REDIS_URL is not set: the activity state goes to the development default {conf.DEFAULTS['REDIS_URL']}.",
+            f"REDIS_URL is not set: the activity state goes to the development default {DEFAULT_REDIS_URL}.",
             hint="Set REDIS_URL in the settings (from the environment) to the Redis that holds the activity state.",
             id="activity.E003",
         )
@@ -112,22 +125,6 @@ def key_prefix(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessa
     ]
 
 
-def visitor_cookie(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """An HTTPS-only site sends the visitor cookie with ``Secure``."""
-    if not getattr(settings, "SECURE_SSL_REDIRECT", False) or not conf.settings.VISITOR_COOKIES:
-        return []
-    if conf.settings.VISITOR_COOKIE_SECURE:
-        return []
-    return [
-        checks.Warning(
-            "SECURE_SSL_REDIRECT is on but ACTIVITY_VISITOR_COOKIE_SECURE is off: the visitor cookie "
-            "may travel over plain HTTP.",
-            hint="Set ACTIVITY_VISITOR_COOKIE_SECURE = True (the default).",
-            id="activity.W001",
-        )
-    ]
-
-
 def partitions(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """``ACTIVITY_LAST_SEEN_PARTITIONS`` matches the last-seen layout in Redis (deploy only: it reads
     Redis; Redis not answering is ``/healthz``'s to report, not this check's)."""
@@ -153,8 +150,7 @@ def partitions(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessa
 
 def register() -> None:
     """Register every check (called by ``ActivityConfig.ready``; registering twice is harmless)."""
-    for check in (middleware, beat_schedule, key_prefix):
+    for check in (setting_values, middleware, beat_schedule, key_prefix):
         checks.register(check, TAG)
-    checks.register(visitor_cookie, TAG, checks.Tags.security)
     checks.register(redis_url, TAG, deploy=True)
     checks.register(partitions, TAG, deploy=True)

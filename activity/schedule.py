@@ -1,4 +1,4 @@
-"""The Celery beat schedule, built from settings. A site's Celery app installs it with one line,
+"""The Celery beat schedule. A site's Celery app installs it with one line,
 ``app.on_after_configure.connect(install_beat_schedule)`` (docs: "Adding it to a site").
 
 It names tasks by string and imports no task module: Celery builds it before Django is set up.
@@ -17,6 +17,11 @@ from celery.schedules import crontab
 
 from activity import conf
 
+# Seconds between runs of the jobs whose interval is not a setting.
+PRUNE_INTERVAL = 3600
+SWEEP_INTERVAL = 3600
+REPORT_REFRESH_INTERVAL = 15  # a read report with under two intervals of freshness left is rebuilt
+
 
 def every(task: str, seconds: float, **options: Any) -> dict[str, Any]:
     """A beat entry running ``task`` every ``seconds``, expiring after one interval."""
@@ -26,8 +31,8 @@ def every(task: str, seconds: float, **options: Any) -> dict[str, Any]:
 def maintenance() -> dict[str, dict[str, Any]]:
     return {
         "activity-flush": every("activity.flush", conf.settings.FLUSH_INTERVAL),
-        "activity-prune": every("activity.prune", conf.settings.PRUNE_INTERVAL),
-        "activity-sweep": every("activity.sweep", conf.settings.SWEEP_INTERVAL),
+        "activity-prune": every("activity.prune", PRUNE_INTERVAL),
+        "activity-sweep": every("activity.sweep", SWEEP_INTERVAL),
     }
 
 
@@ -44,7 +49,7 @@ def rollup() -> dict[str, dict[str, Any]]:
 
 
 def reports() -> dict[str, dict[str, Any]]:
-    return {"refresh-reports": every("activity.refresh_reports", conf.settings.REPORT_REFRESH_INTERVAL)}
+    return {"refresh-reports": every("activity.refresh_reports", REPORT_REFRESH_INTERVAL)}
 
 
 PARTS: list[Callable[[], dict[str, dict[str, Any]]]] = [maintenance, rollup, reports]

@@ -17,9 +17,10 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from activity import calendar, clock, conf
+from activity import calendar, clock
 from activity.errors import StoreUnavailable
 from activity.events import clean_events, clean_user
+from activity.schedule import REPORT_REFRESH_INTERVAL
 from activity.services import audience, ingest, locks, privacy, reports
 from activity.services import flush as flush_service
 from activity.services import last_seen as last_seen_service
@@ -104,7 +105,7 @@ def erase_user(user: str) -> dict[str, int]:
     return {"traces": erased.traces, "rows": erased.rows, "groups": erased.groups}
 
 
-@shared_task(name="activity.refresh_reports", soft_time_limit=conf.settings.REPORT_REFRESH_INTERVAL)
+@shared_task(name="activity.refresh_reports", soft_time_limit=REPORT_REFRESH_INTERVAL)
 def refresh_reports() -> int:
     """Merge the current day's and week's pending by-name entries (at most
     ACTIVITY_REPORT_MERGE_SLICES_PER_RUN slices a period), then rebuild the reports people read
@@ -115,7 +116,7 @@ def refresh_reports() -> int:
     return reports.refresh()
 
 
-@shared_task(name="activity.rebuild_report", soft_time_limit=conf.settings.REPORT_WAIT)
+@shared_task(name="activity.rebuild_report", soft_time_limit=reports.WAIT_S)
 def rebuild_report(name: str, period: str = "day") -> dict[str, str]:
     """Rebuild one report now; a report nobody reads again simply expires, as any other copy."""
     return {"report": name, "period": period, "outcome": reports.rebuild(name, period)}

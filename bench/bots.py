@@ -49,7 +49,7 @@ def run(rounds: int, repeat: int) -> dict[str, dict[str, float]]:
 
     def request(agent: str, signed_in: bool):
         made = factory.get("/pricing", HTTP_USER_AGENT=agent)
-        made.COOKIES[middleware.conf.settings.VISITOR_COOKIE_NAME] = cookie
+        made.COOKIES[middleware.VISITOR_COOKIE_NAME] = cookie
         made.user = User(pk=42, username="bench") if signed_in else AnonymousUser()
         return made
 

@@ -54,12 +54,13 @@ def setup_django(redis_url: str) -> None:
         DATABASE_URL=f"{PG}/{DATABASE}",
         REDIS_URL=redis_url,
         ACTIVITY_KEY_PREFIX="bench:",
-        ACTIVITY_FLUSH_BATCH=str(BATCH),
-        ACTIVITY_JOB_LOCK_TTL="3600",
     )
     import django
 
     django.setup()
+    from activity.services import flush, locks
+
+    flush.BATCH, locks.JOB_LOCK_TTL = BATCH, 3600
 
 
 def wal_lsn() -> int:

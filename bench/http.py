@@ -237,14 +237,14 @@ def seed_online() -> None:
 
 def visitor_cookie(base: str) -> str:
     """The visitor cookie the service hands an anonymous browser on its first page."""
-    from activity import conf
+    from activity.web import middleware
 
     first_page = urllib.request.Request(base + PAGE_PATH, headers=BROWSER)
     with urllib.request.urlopen(first_page, timeout=5) as reply:
         cookie = SimpleCookie()
         for header in reply.headers.get_all("Set-Cookie") or []:
             cookie.load(header)
-    name = conf.settings.VISITOR_COOKIE_NAME
+    name = middleware.VISITOR_COOKIE_NAME
     return f"{name}={cookie[name].value}"
 
 
@@ -289,7 +289,7 @@ def redis_commands_per_request(case: Case, count: int = 20) -> float:
     def settled() -> int:
         """Commands run but our INFOs and the connections' own (redis-py's HELLO and health-check
         PING, sent when a worker first connects), once that stops changing: what wrk left in flight,
-        and the tracking batches the servers' threads send up to ACTIVITY_TRACK_BATCH_MS later, are
+        and the tracking batches the servers' threads send up to tracking.BATCH_MS later, are
         done."""
         found = None
         while True:

@@ -35,7 +35,7 @@ from project.redis_server import PrivateRedis
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTITION_BITS = (8, 11, 14, 16, 17, 18)
-DEFAULT_BITS = 17  # the service's ACTIVITY_VISITOR_PARTITION_BITS default
+DEFAULT_BITS = 17  # the service's store.audience.PARTITION_BITS
 # The server config the docs recommend for partitioned hashes: a partition stays a compact listpack
 # up to 512 fields (Redis 7 name; Redis 6 calls it hash-max-ziplist-entries).
 SERVER_CONFIG = {"hash-max-listpack-entries": "512", "hash-max-listpack-value": "64"}

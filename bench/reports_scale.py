@@ -313,7 +313,8 @@ def full_sort_worker(turn: Any, mine: int, go: Any, stop: Any, out: Any) -> None
     SORT ... STORE, and the month's active users and unique visitors as unions of 30 days."""
     from django.conf import settings as django_settings
 
-    from activity import calendar, clock, conf
+    from activity import calendar, clock
+    from activity.services import reports
     from activity.store import keys
 
     client = _client(django_settings.REDIS_URL)
@@ -322,7 +323,7 @@ def full_sort_worker(turn: Any, mine: int, go: Any, stop: Any, out: Any) -> None
     ranked, by_name = keys.report_rows(f"old-most-active:{week}"), keys.report_rows(f"old-by-name:{week}")
     bitmaps, hlls = union_inputs(clock.now())
     bits_union, hll_union = f"{bitmaps[0]}:old-union", f"{hlls[0]}:old-union"
-    top = conf.settings.REPORT_TOP
+    top = reports.TOP
     done: Counter[str] = Counter()
 
     def most_active() -> None:
@@ -448,7 +449,7 @@ def _evalsha_us(raw: redis.Redis) -> int:
 
 def merge_pending(raw: redis.Redis, now: float) -> dict[str, Any]:
     """Merge every pending by-name entry of the day and the week into their indexes as the service
-    does (``reports.merge_pending``, one slice of ``ACTIVITY_REPORT_MERGE_SLICE`` per call), each
+    does (``reports.merge_pending``, one slice of ``reports.MERGE_SLICE`` per call), each
     call timed by the INFO commandstats that follows it: Redis us per merged entry, the median,
     p99 and slowest call, and MEMORY USAGE per pending entry of the week's set before it drains."""
     from activity import calendar

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import statistics
 import tempfile
 import threading
@@ -98,10 +97,10 @@ def caller() -> Callable[[Case], tuple[str, list[tuple[str, str]]]]:
 
 def visitor_cookie(call: Callable[[Case], tuple[str, list[tuple[str, str]]]]) -> str:
     """The visitor cookie the middleware hands an anonymous browser on its first page."""
-    from activity import conf
+    from activity.web import middleware
 
     _, headers = call(Case("first", "first page", PAGE_PATH, BROWSER))
-    name = conf.settings.VISITOR_COOKIE_NAME
+    name = middleware.VISITOR_COOKIE_NAME
     cookies = [value.strip().split(";", 1)[0] for header, value in headers if header == "Set-Cookie"]
     return next(cookie for cookie in cookies if cookie.startswith(f"{name}="))
 
@@ -192,8 +191,10 @@ def count_instructions(key: str, requests: int) -> None:
     Under callgrind a request runs some 50x slower, so a 50 ms batch would carry one or two requests
     and charge each a whole round trip. Here a batch goes when ``BATCH_WHEN_COUNTED`` requests wait,
     whatever the time: about what one worker gathers in 50 ms under ``bench.http``'s load."""
-    os.environ.update(ACTIVITY_TRACK_BATCH_MS="600000", ACTIVITY_TRACK_BATCH_SIZE=str(BATCH_WHEN_COUNTED))
     with served() as (call, cases):
+        from activity.services import tracking
+
+        tracking.BATCH_MS, tracking.BATCH_SIZE = 600_000, BATCH_WHEN_COUNTED
         case = next(case for case in cases if case.key == key)
         for _ in range(100):
             call(case)

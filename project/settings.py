@@ -5,6 +5,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from activity.conf import SETTINGS
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -99,10 +101,8 @@ STORAGES = {
 }
 
 # --- Redis and Celery -------------------------------------------------------------------------
-# Set only from the environment: without it the app uses its development default (redis://127.0.0.1:6379/0)
-# and `manage.py check --deploy` says so (activity.E003).
-if "REDIS_URL" in os.environ:
-    REDIS_URL = os.environ["REDIS_URL"]
+# REDIS_URL is set only from the environment (with the other settings of the app, below): without it
+# the app uses its development default and `manage.py check --deploy` says so (activity.E003).
 _redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", _redis_url)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", _redis_url)
@@ -119,67 +119,11 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery"
 HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = env_int("PORT", 8000)
 
-# --- The activity service (defaults live in activity/conf.py; see the README's table) ----------
-for _name in (
-    "ACTIVITY_KEY_PREFIX",
-    "ACTIVITY_ONLINE_WINDOW",
-    "ACTIVITY_SESSION_WINDOW",
-    "ACTIVITY_SESSION_MAX_PAGES",
-    "ACTIVITY_MAX_FUTURE_SKEW",
-    "ACTIVITY_MAX_BATCH",
-    "ACTIVITY_REPORT_TTL",
-    "ACTIVITY_FLUSH_INTERVAL",
-    "ACTIVITY_REDIS_TIMEOUT",
-    "ACTIVITY_REDIS_CLUSTER",
-    "ACTIVITY_LAST_SEEN_PARTITIONS",
-    "ACTIVITY_FAIL_OPEN_BACKOFF",
-    "ACTIVITY_TRACK_EXCLUDE_PATHS",
-    "ACTIVITY_TRACK_BATCH_MS",
-    "ACTIVITY_TRACK_BATCH_SIZE",
-    "ACTIVITY_TRACK_BUFFER_MAX",
-    "ACTIVITY_SESSION_CONTENT_TYPES",
-    "ACTIVITY_SESSION_KEEP_QUERY",
-    "ACTIVITY_SESSION_EXCLUDE_PATHS",
-    "ACTIVITY_PAGE_STATS_DAYS",
-    "ACTIVITY_PAGE_STATS_MAX_PATHS",
-    "ACTIVITY_TRANSITIONS",
-    "ACTIVITY_TRANSITIONS_MAX_NEXT",
-    "ACTIVITY_RECOMMEND_DAYS",
-    "ACTIVITY_RECOMMEND_RECENT_PAGES",
-    "ACTIVITY_REPORT_STALE",
-    "ACTIVITY_REPORT_TOP",
-    "ACTIVITY_REPORT_CANDIDATES",
-    "ACTIVITY_REPORT_WAIT",
-    "ACTIVITY_REPORT_REFRESH_INTERVAL",
-    "ACTIVITY_REPORT_READ_WINDOW",
-    "ACTIVITY_THROTTLE_INGEST",
-    "ACTIVITY_THROTTLE_READ",
-    "ACTIVITY_FLUSH_BATCH",
-    "ACTIVITY_JOB_LOCK_TTL",
-    "ACTIVITY_LAST_SEEN_RETENTION",
-    "ACTIVITY_PRUNE_INTERVAL",
-    "ACTIVITY_SWEEP_INTERVAL",
-    "ACTIVITY_SWEEP_DEFAULT_TTL",
-    "ACTIVITY_VISITOR_COOKIES",
-    "ACTIVITY_VISITOR_CONSENT",
-    "ACTIVITY_VISITOR_COOKIE_NAME",
-    "ACTIVITY_VISITOR_COOKIE_AGE",
-    "ACTIVITY_VISITOR_COOKIE_SECURE",
-    "ACTIVITY_VISITOR_PARTITION_BITS",
-    "ACTIVITY_ACTIVE_BITMAP_MAX_ID",
-    "ACTIVITY_GROUP_VIEW_TTL",
-    "ACTIVITY_DASHBOARD_REFRESH",
-    "ACTIVITY_DASHBOARD_DAYS",
-    "ACTIVITY_TRUSTED_PROXIES",
-    "ACTIVITY_ERASE_TOMBSTONE_TTL",
-    "ACTIVITY_HONOR_GPC",
-    "ACTIVITY_HONOR_DNT",
-    "ACTIVITY_BOT_DETECTION",
-    "ACTIVITY_BOT_PATTERNS",
-    "ACTIVITY_COUNT_MACHINES",
-):
-    if _name in os.environ:
-        globals()[_name] = os.environ[_name]
+# --- The activity service: every public setting from the environment variable of its name
+# (activity/conf.py holds them, with their defaults).
+for _setting in SETTINGS:
+    if _setting.name in os.environ:
+        globals()[_setting.name] = os.environ[_setting.name]
 
 # --- REST framework ---------------------------------------------------------------------------
 REST_FRAMEWORK = {

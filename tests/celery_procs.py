@@ -4,6 +4,7 @@ takes its pool children too."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -34,11 +35,9 @@ class Proc:
 
     def __init__(self, name: str, args: list[str], tmp_path: Path, **env: str) -> None:
         environment = dict(os.environ)
-        environment.update(
-            DATABASE_URL=worker_database_url(),
-            ACTIVITY_JOB_LOCK_TTL=str(LOCK_TTL),
-            ACTIVITY_FLUSH_BATCH=str(BATCH),
-        )
+        constants = {"activity.services.locks.JOB_LOCK_TTL": LOCK_TTL, "activity.services.flush.BATCH": BATCH}
+        constants.update(json.loads(env.pop("ACTIVITY_TEST_CONSTANTS", "{}")))
+        environment.update(DATABASE_URL=worker_database_url(), ACTIVITY_TEST_CONSTANTS=json.dumps(constants))
         environment.update(env)
         self.log = tmp_path / f"{name}.log"
         with self.log.open("wb") as log:

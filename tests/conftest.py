@@ -8,7 +8,7 @@ from django.test.client import RequestFactory
 from rest_framework.test import APIClient
 
 from activity import clock, conf
-from activity.services import ingest, rate_limits
+from activity.services import ingest, rate_limits, tracking
 from activity.services.tracking import fail_open
 from activity.store.client import get_client
 from activity.web.api.authentication import tokens
@@ -63,10 +63,10 @@ def mid_minute(monkeypatch) -> float:
 
 
 @pytest.fixture(autouse=True)
-def _tracked_request_by_request(settings):
-    """The middleware sends each request's activity before answering, so a test reads what its
-    requests wrote; the batches (the default) have their own tests (test_track_batches)."""
-    settings.ACTIVITY_TRACK_BATCH_MS = 0
+def _tracked_request_by_request(monkeypatch):
+    """A request sends its activity and throttle counts before answering, so a test reads what its
+    requests wrote; the batches (production's way) have their own tests (test_track_batches)."""
+    monkeypatch.setattr(tracking, "BATCH_MS", 0)
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from activity import clock, conf
+from activity import clock
+from activity.admin import figures as dashboard_figures
 from activity.events import Event
 from activity.models import DailyRollup, UserActivity
 from activity.services import flush, ingest, last_seen, reports, sessions
@@ -152,9 +153,9 @@ def test_dashboard_shows_rollups_today_live_top_pages_report_and_flush(at, admin
     paths = record_traffic(40, NOON)
     html = admin_client.get(DASHBOARD).content.decode()
     bars = re.findall(r'data-value="(\d*)" data-day="([0-9-]+)"', html)
-    assert len(bars) == 2 * conf.settings.DASHBOARD_DAYS
-    active = {day: value for value, day in bars[: conf.settings.DASHBOARD_DAYS]}
-    views = {day: value for value, day in bars[conf.settings.DASHBOARD_DAYS :]}
+    assert len(bars) == 2 * dashboard_figures.DAYS
+    active = {day: value for value, day in bars[: dashboard_figures.DAYS]}
+    views = {day: value for value, day in bars[dashboard_figures.DAYS :]}
     assert (active["2026-11-24"], views["2026-11-24"]) == ("17", "230")
     assert (active["2026-10-27"], views["2026-10-27"]) == ("5", "9")
     assert (active["2026-11-25"], views["2026-11-25"]) == ("40", "40")  # today: live

@@ -44,6 +44,36 @@ def test_the_example_project_passes_every_check():
 
 
 @pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("ACTIVITY_ONLINE_WINDOW", "soon", "invalid literal"),
+        ("ACTIVITY_SESSION_MAX_PAGES", 0, "at least 1"),
+        ("ACTIVITY_REDIS_TIMEOUT", "-1", "at least 0.001"),
+        ("ACTIVITY_LAST_SEEN_PARTITIONS", "1.5", "invalid literal"),
+    ],
+)
+def test_a_setting_of_the_wrong_type_or_below_its_minimum_is_an_error_naming_it(name, value, reason):
+    with override_settings(**{name: value}):
+        messages = found()
+    assert set(messages) == {"activity.E006"}
+    assert name in messages["activity.E006"].msg and reason in messages["activity.E006"].msg
+
+
+def test_every_public_setting_is_read_from_the_environment_by_the_example_project():
+    environment = {**os.environ, "ACTIVITY_ONLINE_WINDOW": "77", "ACTIVITY_TRUSTED_PROXIES": "10.0.0.0/8, 10.1.2.3"}
+    script = "from activity import conf; print(conf.settings.ONLINE_WINDOW, conf.settings.TRUSTED_PROXIES)"
+    found_values = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {script}"],
+        env=environment,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert found_values == "77 ('10.0.0.0/8', '10.1.2.3')"
+
+
+@pytest.mark.parametrize(
     ("middleware", "expected"),
     [
         ([SESSIONS, AUTH], "activity.E001"),
@@ -94,20 +124,6 @@ def test_a_beat_schedule_without_the_flush_is_warned(monkeypatch):
 def test_an_empty_key_prefix_is_an_error():
     with override_settings(ACTIVITY_KEY_PREFIX=""):
         assert set(found()) == {"activity.E004"}
-
-
-@pytest.mark.parametrize(
-    ("ssl_redirect", "cookies", "secure", "warned"),
-    [(True, True, False, True), (True, True, True, False), (True, False, False, False), (False, True, False, False)],
-)
-def test_a_visitor_cookie_without_secure_on_an_https_site_is_warned(ssl_redirect, cookies, secure, warned):
-    with override_settings(
-        SECURE_SSL_REDIRECT=ssl_redirect, ACTIVITY_VISITOR_COOKIES=cookies, ACTIVITY_VISITOR_COOKIE_SECURE=secure
-    ):
-        messages = found()
-    assert set(messages) == ({"activity.W001"} if warned else set())
-    if warned:
-        assert messages["activity.W001"].level == checks.WARNING
 
 
 PRODUCTION = {

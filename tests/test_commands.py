@@ -190,8 +190,8 @@ def test_an_interrupted_backfill_loses_nothing_and_a_rerun_finishes(redis_client
 
 
 @pytest.mark.django_db
-@override_settings(ACTIVITY_FLUSH_BATCH=10)
-def test_an_interrupted_flush_hands_its_claims_back_and_a_rerun_writes_everything(redis_client):
+def test_an_interrupted_flush_hands_its_claims_back_and_a_rerun_writes_everything(redis_client, monkeypatch):
+    monkeypatch.setattr(flush, "BATCH", 10)
     now = clock.now()
     latest = {f"u{n}": now - n for n in range(25)}
     last_seen.seed(latest)

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.test import override_settings
 
 from activity import clock
+from activity.admin import dashboard
 from activity.events import Event
 from activity.services import flush, ingest
 from tests.test_admin import STATS_FIGURES, api_figure
@@ -68,10 +68,10 @@ def shown_figures(page) -> dict[str, str]:
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(ACTIVITY_DASHBOARD_REFRESH=0.5)
 def test_staff_sees_live_figures_equal_to_the_stats_api_and_a_users_session(
-    browser, live_server, django_user_model, redis_client
+    browser, live_server, django_user_model, redis_client, monkeypatch
 ):
+    monkeypatch.setattr(dashboard, "REFRESH_S", 0.5)
     ARTIFACTS.mkdir(exist_ok=True)
     django_user_model.objects.create_superuser("boss", "boss@example.com", PASSWORD)
     record(range(5001, 5026), lambda n: f"/catalogue/{n % 4}/")

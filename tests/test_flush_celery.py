@@ -132,8 +132,9 @@ def task_results() -> list[dict]:
 def test_two_workers_and_two_beats_never_overlap_and_never_go_back(redis_client, tmp_path):
     users, rng, base = 5_000, random.Random(7), time.time() - 7200
     # Runs must end within a tick or two (so each job runs several times) while two beats send every tick.
-    schedule = {"ACTIVITY_FLUSH_INTERVAL": "1", "ACTIVITY_PRUNE_INTERVAL": "1", "ACTIVITY_SWEEP_INTERVAL": "1"}
-    schedule["ACTIVITY_FLUSH_BATCH"] = "200"
+    constants = {"activity.schedule.PRUNE_INTERVAL": 1, "activity.schedule.SWEEP_INTERVAL": 1}
+    constants["activity.services.flush.BATCH"] = 200
+    schedule = {"ACTIVITY_FLUSH_INTERVAL": "1", "ACTIVITY_TEST_CONSTANTS": json.dumps(constants)}
     # Each flush holds its lock past the next tick, so runs sent meanwhile (by either beat) find it busy.
     schedule.update(ACTIVITY_TEST_PAUSE_AFTER_CLAIM="1", ACTIVITY_TEST_PAUSE_SECONDS="1.2")
     snapshots = []

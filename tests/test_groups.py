@@ -11,7 +11,6 @@ import time
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.test import override_settings
 from redis.exceptions import ResponseError
 
 from activity.events import Event
@@ -177,25 +176,25 @@ def _processes(target, args_list) -> list[multiprocessing.Process]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_no_partial_view_while_views_expire_during_a_burst(redis_client):
+def test_no_partial_view_while_views_expire_during_a_burst(redis_client, monkeypatch):
     """TTL 1 s: views expire mid-burst and are rebuilt; no one ever sees a view short of members."""
     group, users = make_group("g", 40)
-    with override_settings(ACTIVITY_GROUP_VIEW_TTL=1):
-        assert groups.members_page(group.pk, 0, 10).count == 40
-        # 2.5 s of writes: the view expires at ~1 s, is rebuilt once, expires again at ~2 s and
-        # stays gone for the last ~0.5 s of the burst, while writers still hold its index entries.
-        procs = _processes(_burst, [(users, 2.5, seed) for seed in range(4)])
-        sizes = set()
-        rebuilds = 0
-        while any(p.is_alive() for p in procs):
-            size = redis_client.zcard(keys.group_view(group.pk))
-            sizes.add(size)
-            if size == 0 and rebuilds < 1:
-                rebuilds += 1
-                assert groups.members_page(group.pk, 0, 10).count == 40
-        for proc in procs:
-            proc.join()
-            assert proc.exitcode == 0
+    monkeypatch.setattr(groups, "VIEW_TTL", 1)
+    assert groups.members_page(group.pk, 0, 10).count == 40
+    # 2.5 s of writes: the view expires at ~1 s, is rebuilt once, expires again at ~2 s and
+    # stays gone for the last ~0.5 s of the burst, while writers still hold its index entries.
+    procs = _processes(_burst, [(users, 2.5, seed) for seed in range(4)])
+    sizes = set()
+    rebuilds = 0
+    while any(p.is_alive() for p in procs):
+        size = redis_client.zcard(keys.group_view(group.pk))
+        sizes.add(size)
+        if size == 0 and rebuilds < 1:
+            rebuilds += 1
+            assert groups.members_page(group.pk, 0, 10).count == 40
+    for proc in procs:
+        proc.join()
+        assert proc.exitcode == 0
     assert sizes <= {0, 40} and 0 in sizes and 40 in sizes  # expired at least once, never partial
     assert rebuilds == 1 and redis_client.exists(keys.group_view(group.pk)) == 0
 

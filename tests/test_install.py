@@ -72,7 +72,7 @@ browser = Client(HTTP_USER_AGENT="Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Geck
 browser.force_login(user)  # a person's browser: a request without a user agent counts as a bot
 page = browser.get("/admin/")
 api = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-deadline = time.monotonic() + 10  # the middleware's batch goes within ACTIVITY_TRACK_BATCH_MS (50 ms)
+deadline = time.monotonic() + 10  # the middleware's batch goes within tracking.BATCH_MS (50 ms)
 while (session := api.get(f"/api/v1/users/{user.pk}/session/")).status_code == 404 and time.monotonic() < deadline:
     time.sleep(0.02)
 seen = api.get(f"/api/v1/users/{user.pk}/last-seen/")

@@ -17,7 +17,7 @@ from django.test import override_settings
 from activity import calendar, clock, conf
 from activity.errors import UnknownPath
 from activity.events import Event
-from activity.services import ingest, recommendations
+from activity.services import ingest, recommendations, reports, sessions
 from activity.store import keys
 from activity.store import sessions as sessions_store
 from activity.store.sessions import paths_slack
@@ -92,20 +92,21 @@ def test_each_step_of_a_session_is_counted_once_per_day_with_the_day_statistics_
     assert counted("/c") == {}
 
 
-@override_settings(ACTIVITY_SESSION_KEEP_QUERY=True)
-def test_with_query_strings_kept_steps_keep_them_too(redis_client):
+def test_with_query_strings_kept_steps_keep_them_too(redis_client, monkeypatch):
+    monkeypatch.setattr(sessions, "KEEP_QUERY", True)
     walk("u1", "/search?q=1", "/item?id=2")
     assert counted("/search?q=1") == {"/item?id=2": 1}
 
 
 # A counts test, not a latency one: a generous socket timeout for 1,000-view script calls on a loaded
 # machine; the day's path cap and transition cap are lifted so every trim counted is a page's.
-@override_settings(ACTIVITY_REDIS_TIMEOUT=10.0, ACTIVITY_PAGE_STATS_MAX_PATHS=1_000_000)
+@override_settings(ACTIVITY_REDIS_TIMEOUT=10.0)
 def test_next_pages_stay_capped_under_100k_distinct_transitions_and_the_most_frequent_survive(
     redis_client, monkeypatch
 ):
+    monkeypatch.setattr(sessions_store, "MAX_PATHS_PER_DAY", 1_000_000)
     monkeypatch.setattr(sessions_store, "MAX_TRANSITIONS_PER_DAY", 1_000_000)
-    cap = conf.settings.TRANSITIONS_MAX_NEXT
+    cap = sessions_store.MAX_NEXT_PAGES
     slack = paths_slack(cap)
     popular = {f"/popular/{n}": n % 5 + 1 for n in range(20)}  # steps from the hub per batch
     sizes, fresh = [], iter(range(100_000))
@@ -133,8 +134,9 @@ def test_next_pages_stay_capped_under_100k_distinct_transitions_and_the_most_fre
 
 
 # A counts test too: 60,000 distinct junk steps (a crawler walking invented URLs) at the real bound.
-@override_settings(ACTIVITY_REDIS_TIMEOUT=10.0, ACTIVITY_PAGE_STATS_MAX_PATHS=1_000_000)
-def test_junk_paths_keep_the_days_transitions_at_their_bound_and_the_frequent_steps_survive(redis_client):
+@override_settings(ACTIVITY_REDIS_TIMEOUT=10.0)
+def test_junk_paths_keep_the_days_transitions_at_their_bound_and_the_frequent_steps_survive(redis_client, monkeypatch):
+    monkeypatch.setattr(sessions_store, "MAX_PATHS_PER_DAY", 1_000_000)
     bound, slack = sessions_store.MAX_TRANSITIONS_PER_DAY, sessions_store.TRANSITIONS_PER_DAY_SLACK
     junk = iter(range(10**6))
     sizes = []
@@ -180,20 +182,20 @@ def test_recent_pages_weigh_more_and_pages_of_the_session_are_left_out(member_ap
     assert [path for path, _ in recommendations.for_user(me)] == ["/x", "/z"]
 
 
-@override_settings(ACTIVITY_RECOMMEND_RECENT_PAGES=1)
-def test_only_the_latest_pages_count(redis_client):
+def test_only_the_latest_pages_count(redis_client, monkeypatch):
+    monkeypatch.setattr(recommendations, "RECENT_PAGES", 1)
     seed_around_a_and_b()
     walk("u", "/a", "/b")
     assert [path for path, _ in recommendations.for_user("u")] == ["/y", "/z"]  # /x follows /a only
 
 
-def test_days_of_the_window_are_merged(redis_client):
+def test_days_of_the_window_are_merged(redis_client, monkeypatch):
     seed("/a", {"/old": 5}, ts=clock.now() - 2 * DAY)
     seed("/a", {"/new": 1})
     walk("u", "/a")
     assert [path for path, _ in recommendations.for_user("u")] == ["/old", "/new"]
-    with override_settings(ACTIVITY_RECOMMEND_DAYS=2):
-        assert [path for path, _ in recommendations.for_user("u")] == ["/new"]
+    monkeypatch.setattr(recommendations, "WINDOW_DAYS", 2)
+    assert [path for path, _ in recommendations.for_user("u")] == ["/new"]
 
 
 def test_no_live_session_is_200_with_no_results(staff_api, redis_client):
@@ -283,7 +285,7 @@ def test_picks_merge_the_window_and_the_copy_has_a_ttl(redis_client):
     assert (path, sorted(picks), cache) == ("/from", ["/new", "/old"], "miss")
     assert recommendations.next_pages("/from", 5)[2] == "hit"
     window = recommendations.window_name(recommendations.window_days(calendar.day_of(clock.now())))
-    keep = (conf.settings.REPORT_TTL + conf.settings.REPORT_STALE) * 1000
+    keep = (conf.settings.REPORT_TTL + reports.STALE_S) * 1000
     for key in (keys.transitions_cdf(window, "/from"), keys.transitions_total(window, "/from")):
         assert keep - 5000 < redis_client.pttl(key) <= keep
 
@@ -306,8 +308,9 @@ def test_stampede_of_50_cold_readers_builds_once(redis_client):
     assert {cache for _, _, cache in answers} <= {"miss", "hit"}
 
 
-@override_settings(ACTIVITY_REPORT_TTL=1, ACTIVITY_REPORT_STALE=5)
+@override_settings(ACTIVITY_REPORT_TTL=1)
 def test_expiry_under_50_readers_rebuilds_once_per_expiry_serving_stale_meanwhile(redis_client, monkeypatch):
+    monkeypatch.setattr(reports, "STALE_S", 5)
     seed("/from", WEIGHTS)
     recommendations.next_pages("/from", 1)  # the copy that will go stale
     # Each build holds its lock 50 ms before it runs, so the readers meet builds in flight

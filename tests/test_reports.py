@@ -91,8 +91,9 @@ def slowed(build: Callable[..., Any], seconds: float = 0.05) -> Callable[..., An
     return slow_build
 
 
-@override_settings(ACTIVITY_REPORT_TTL=1, ACTIVITY_REPORT_STALE=5)
+@override_settings(ACTIVITY_REPORT_TTL=1)
 def test_expiry_during_load_serves_stale_and_sorts_once_per_expiry(redis_client, monkeypatch):
+    monkeypatch.setattr(reports, "STALE_S", 5)
     seed()
     reports.page("most-active")  # the copy that will go stale
     # Each build holds its lock 50 ms before its SORT, so the readers meet builds in flight: a build
@@ -130,8 +131,8 @@ def test_a_holder_whose_lock_expired_cannot_release_the_new_holders_lock(redis_c
     assert redis_client.get(keys.lock("report:most-active:d:x")) == new.token
 
 
-@override_settings(ACTIVITY_REPORT_WAIT=0.5)
-def test_a_dead_holder_is_replaced_after_the_lock_ttl(redis_client):
+def test_a_dead_holder_is_replaced_after_the_lock_ttl(redis_client, monkeypatch):
+    monkeypatch.setattr(reports, "WAIT_S", 0.5)
     seed()
     name = reports.lock_name(reports.REGISTRY["most-active"], "day", clock.now())
     assert Lock(redis_client, name, 500).acquire()  # the holder dies, never builds
@@ -160,8 +161,8 @@ def test_pages_and_order_match_the_same_sort_in_python(staff_api, redis_client, 
         assert all(row["views"] == views[row["user"]] and row["name"] == names[row["user"]] for row in rows)
 
 
-@override_settings(ACTIVITY_REPORT_MERGE_SLICE=5)
-def test_by_name_says_stale_while_new_viewers_wait_to_be_merged(staff_api, redis_client):
+def test_by_name_says_stale_while_new_viewers_wait_to_be_merged(staff_api, redis_client, monkeypatch):
+    monkeypatch.setattr(reports, "MERGE_SLICE", 5)
     seed()  # 12 new viewers, pending
     answer = staff_api.get("/api/v1/reports/active-by-name/")
     assert answer["X-Cache"] == "stale"  # this read merged 5 of them; 7 are missing
@@ -179,8 +180,8 @@ def test_recompute_of_by_name_merges_what_is_pending(redis_client):
     assert cache == "hit" and found.count == len(NAMES)
 
 
-@override_settings(ACTIVITY_REPORT_TOP=3)
-def test_ranked_report_keeps_the_top_n(staff_api, redis_client):
+def test_ranked_report_keeps_the_top_n(staff_api, redis_client, monkeypatch):
+    monkeypatch.setattr(reports, "TOP", 3)
     views = seed()
     answer = staff_api.get("/api/v1/reports/most-active/")
     assert [row["user"] for row in answer.data["results"]] == sorted(views, key=lambda u: (views[u], u), reverse=True)[
@@ -223,8 +224,9 @@ def test_reports_are_staff_only_and_listed(staff_api, member_api, redis_client):
     assert {row["name"] for row in listed["results"]} == {"most-active", "active-by-name"}
 
 
-@override_settings(ACTIVITY_REPORT_TTL=60, ACTIVITY_REPORT_REFRESH_INTERVAL=40)
+@override_settings(ACTIVITY_REPORT_TTL=60)
 def test_refresh_rebuilds_only_reports_read_lately_and_soon_to_expire(redis_client, monkeypatch):
+    monkeypatch.setattr(reports, "REPORT_REFRESH_INTERVAL", 40)
     seed()
     reports.page("most-active")  # read: 60 s fresh, below two intervals (80 s) -> refreshed
     builds = counting_builds(monkeypatch)
@@ -232,8 +234,8 @@ def test_refresh_rebuilds_only_reports_read_lately_and_soon_to_expire(redis_clie
         assert refresh_task() == 1
     assert len(builds) == 1
     assert counted.commands["sort"] == sorts_per_build(redis_client)
-    with override_settings(ACTIVITY_REPORT_REFRESH_INTERVAL=15):  # 60 s left > 30 s margin: kept
-        assert reports.refresh() == 0
+    monkeypatch.setattr(reports, "REPORT_REFRESH_INTERVAL", 15)  # 60 s left > 30 s margin: kept
+    assert reports.refresh() == 0
     entry = reports_schedule()["refresh-reports"]
     assert entry["options"]["expires"] == entry["schedule"]
 

@@ -1,6 +1,6 @@
 """Reports at scale: no command sorts every viewer, yet the rows equal a full sort.
 
-The page-view script keeps each period's top viewers, at most ``ACTIVITY_REPORT_CANDIDATES`` of
+The page-view script keeps each period's top viewers, at most ``store.sessions.CANDIDATES`` of
 them, and the ranked report SORTs only their top K; the by-name report is read from the index the
 page-view script keeps. Both are compared with the full-SORT shapes the service used before
 (``SORT <every viewer> BY ... GET ...``) on random data with many ties, after every batch, and what
@@ -17,13 +17,13 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
-from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from activity import calendar, clock, conf
 from activity.events import Event
 from activity.services import ingest, reports
 from activity.store import keys
+from activity.store import sessions as sessions_store
 from activity.store.client import get_client, is_cluster
 from activity.store.sessions import PageView, queue_record
 from tests.redis_counts import CommandDelta
@@ -147,12 +147,13 @@ def true_top(counts: Counter, cap: int) -> list[tuple[str, int]]:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("period", ["day", "week"])
-@override_settings(ACTIVITY_REPORT_TOP=5, ACTIVITY_REPORT_CANDIDATES=8)
 def test_candidates_are_the_true_top_and_most_active_equals_the_full_sort_after_every_batch(
-    redis_client, wednesday, seed, period
+    redis_client, wednesday, seed, period, monkeypatch
 ):
     """Counts 1-6 over 150 users give ties at the 5th place and at the 8th (the cap) all the time;
     users climb past each other batch after batch, entering and leaving the candidates."""
+    monkeypatch.setattr(reports, "TOP", 5)
+    monkeypatch.setattr(sessions_store, "CANDIDATES", 8)
     events, names = random_views(seed, 150)
     viewers = EveryViewer(redis_client, period)
     counts: Counter = Counter()
@@ -179,11 +180,12 @@ def test_candidates_are_the_true_top_and_most_active_equals_the_full_sort_after_
     assert min(seen.values()) >= 2, seen  # the comparison met each case more than once
 
 
-@override_settings(ACTIVITY_REPORT_TOP=2, ACTIVITY_REPORT_CANDIDATES=3)
-def test_a_tie_at_the_cap_is_settled_as_sort_settles_it(redis_client):
+def test_a_tie_at_the_cap_is_settled_as_sort_settles_it(redis_client, monkeypatch):
     """SORT ... DESC puts equal counts in descending byte order of the user id (Redis sort.c compares
     the elements when the weights are equal), so a viewer reaching the cap-th count enters exactly
     when its id is greater, and the cap-th leaves."""
+    monkeypatch.setattr(reports, "TOP", 2)
+    monkeypatch.setattr(sessions_store, "CANDIDATES", 3)
     now = clock.now()
     viewers = EveryViewer(redis_client, "day")
 
@@ -217,11 +219,12 @@ def pending_count(redis_client, period: str) -> int:
 
 
 @pytest.mark.parametrize("seed", [4, 5, 6])
-@override_settings(ACTIVITY_REPORT_MERGE_SLICE=40, ACTIVITY_REPORT_MERGE_SLICES_PER_RUN=2)
-def test_active_by_name_equals_the_full_sort_on_random_data(redis_client, wednesday, seed):
+def test_active_by_name_equals_the_full_sort_on_random_data(redis_client, wednesday, seed, monkeypatch):
     """300 new viewers wait in the pending set; a read merges one slice (40) and says ``stale``,
     each refresh run merges at most two slices a period, and once none is pending the report is
     ``hit`` and equals the full sort."""
+    monkeypatch.setattr(reports, "MERGE_SLICE", 40)
+    monkeypatch.setattr(reports, "MERGE_SLICES_PER_RUN", 2)
     events, names = random_views(seed, 300)
     viewers = EveryViewer(redis_client, "week")
     viewers.add(events)
@@ -249,8 +252,8 @@ def test_active_by_name_equals_the_full_sort_on_random_data(redis_client, wednes
     )
 
 
-@override_settings(ACTIVITY_REPORT_MERGE_SLICE=7)
-def test_reads_alone_merge_a_backlog_one_slice_each(redis_client, wednesday):
+def test_reads_alone_merge_a_backlog_one_slice_each(redis_client, wednesday, monkeypatch):
+    monkeypatch.setattr(reports, "MERGE_SLICE", 7)
     events, names = random_views(11, 50)
     record(events, names)
     caches = [reports.page("active-by-name", "week", 1, 5)[1] for _ in range(8)]
@@ -320,14 +323,17 @@ def expire_times(redis_client, pattern: str) -> dict[str, int]:
     return dict(zip(found, (redis_client.execute_command("PEXPIRETIME", key) for key in found), strict=True))
 
 
-@override_settings(ACTIVITY_REPORT_TOP=5, ACTIVITY_REPORT_CANDIDATES=8)
 @pytest.mark.parametrize("period", ["day", "week"])
-def test_a_periods_lists_outlive_its_counters_and_come_back_with_a_ttl_after_expiry(redis_client, wednesday, period):
+def test_a_periods_lists_outlive_its_counters_and_come_back_with_a_ttl_after_expiry(
+    redis_client, wednesday, period, monkeypatch
+):
     """A counter gets its TTL when created, the candidates when a user enters them, the by-name
     index when a merge moves entries into it: so neither expires before the counter of a user it
     lists. The period's pending by-name set gets the period's TTL when its first entry makes it, so
     it lives that long from then. Once a period's keys have expired, a late view starts them again,
     each with a TTL, and the reports agree with the counters again."""
+    monkeypatch.setattr(reports, "TOP", 5)
+    monkeypatch.setattr(sessions_store, "CANDIDATES", 8)
     events, names = random_views(9, 120)
     pkey = period_key(period)
     index, pending = keys.viewers_by_name(pkey), pending_of(period)
@@ -404,11 +410,11 @@ def script_commands(redis_client, view: PageView) -> Counter:
 SHARED = Counter(evalsha=4, exists=4, rpush=1, ltrim=1, pexpire=1, set=1, expire=1, mget=1, incrby=1, zincrby=1)
 
 
-@override_settings(
-    ACTIVITY_REPORT_CANDIDATES=8, ACTIVITY_REPORT_TOP=5, ACTIVITY_TRANSITIONS=False, ACTIVITY_REDIS_TIMEOUT=10.0
-)
+@override_settings(ACTIVITY_TRANSITIONS=False, ACTIVITY_REDIS_TIMEOUT=10.0)
 @pytest.mark.parametrize("users", [50, 2000])
-def test_a_view_costs_the_same_commands_whatever_the_number_of_viewers(redis_client, users):
+def test_a_view_costs_the_same_commands_whatever_the_number_of_viewers(redis_client, users, monkeypatch):
+    monkeypatch.setattr(sessions_store, "CANDIDATES", 8)
+    monkeypatch.setattr(reports, "TOP", 5)
     now = clock.now()
     heavy = [f"h{n}" for n in range(8)]  # the candidates: 10 views each
     events = [Event(f"u{n}", now, "/") for n in range(users) for _ in range(3)]
@@ -453,11 +459,13 @@ def test_a_view_costs_the_same_commands_whatever_the_number_of_viewers(redis_cli
     assert redis_client.zcard(keys.top_viewers(period_key())) == 8
 
 
-@override_settings(ACTIVITY_REPORT_CANDIDATES=3, ACTIVITY_REPORT_TOP=2, ACTIVITY_TRANSITIONS=False)
-def test_the_weeks_bar_is_read_only_for_a_week_count_at_or_above_the_days(redis_client, wednesday):
+@override_settings(ACTIVITY_TRANSITIONS=False)
+def test_the_weeks_bar_is_read_only_for_a_week_count_at_or_above_the_days(redis_client, wednesday, monkeypatch):
     """The day's cap candidates have at least the day's bar in views that week too, so a week count
     below it cannot enter the week's candidates and its ZRANGE is skipped; one at or above it (views
     earlier in the week) still reads the week's bar, and enters."""
+    monkeypatch.setattr(sessions_store, "CANDIDATES", 3)
+    monkeypatch.setattr(reports, "TOP", 2)
     now = clock.now()
     record([Event(user, now, "/") for user in "abc" for _ in range(3)], {})  # the day's bar: 3 views
     record([Event("m", now - 2 * DAY_S, "/")] * 5, {})  # Monday: 5 views in the week, none today
@@ -474,11 +482,13 @@ def test_the_weeks_bar_is_read_only_for_a_week_count_at_or_above_the_days(redis_
 MERGE = Counter(evalsha=1, srem=1, spop=1, zadd=1, expire=1, zcard=1, scard=1)
 
 
-@override_settings(ACTIVITY_REPORT_MERGE_SLICE=50, ACTIVITY_REPORT_MERGE_SLICES_PER_RUN=3, ACTIVITY_REDIS_TIMEOUT=10.0)
+@override_settings(ACTIVITY_REDIS_TIMEOUT=10.0)
 @pytest.mark.parametrize("users", [400, 5000])
-def test_a_merge_and_a_refresh_run_cost_the_same_commands_whatever_the_backlog(redis_client, users):
+def test_a_merge_and_a_refresh_run_cost_the_same_commands_whatever_the_backlog(redis_client, users, monkeypatch):
     """Each merge call moves one slice, in the same commands whatever is pending or already in the
     index; a refresh run makes at most SLICES_PER_RUN calls a period, then stops."""
+    monkeypatch.setattr(reports, "MERGE_SLICE", 50)
+    monkeypatch.setattr(reports, "MERGE_SLICES_PER_RUN", 3)
     now = clock.now()
     for part in batches([Event(f"u{n}", now, "/") for n in range(users)], 1000):
         record(part, {})
@@ -520,9 +530,9 @@ def monitored(redis_client, work) -> list[list[str]]:
     return seen
 
 
-@override_settings(ACTIVITY_REPORT_TOP=5)
 @pytest.mark.parametrize("users", [50, 500])
-def test_a_rebuild_sorts_only_the_top_k_in_a_fixed_number_of_commands(redis_client, users):
+def test_a_rebuild_sorts_only_the_top_k_in_a_fixed_number_of_commands(redis_client, users, monkeypatch):
+    monkeypatch.setattr(reports, "TOP", 5)
     events, names = random_views(7, users)
     record(events, names)
     reports.page("most-active")  # scripts loaded
@@ -549,24 +559,3 @@ def test_a_rebuild_sorts_only_the_top_k_in_a_fixed_number_of_commands(redis_clie
         "exec": 1,
         "rpush": 1,
     }
-
-
-# --- the setting ---------------------------------------------------------------------------------
-
-
-def test_fewer_candidates_than_report_rows_is_refused_whichever_setting_moves():
-    with override_settings(ACTIVITY_REPORT_CANDIDATES=99), pytest.raises(ImproperlyConfigured, match="at least"):
-        conf.get("ACTIVITY_REPORT_CANDIDATES")
-    assert conf.settings.REPORT_CANDIDATES == 1000  # the default again
-    with override_settings(ACTIVITY_REPORT_TOP=1001), pytest.raises(ImproperlyConfigured, match="at least"):
-        conf.get("ACTIVITY_REPORT_TOP")
-    with override_settings(ACTIVITY_REPORT_TOP=200, ACTIVITY_REPORT_CANDIDATES=200):
-        assert (conf.settings.REPORT_TOP, conf.settings.REPORT_CANDIDATES) == (200, 200)
-
-
-@pytest.mark.parametrize("setting", ["ACTIVITY_REPORT_MERGE_SLICE", "ACTIVITY_REPORT_MERGE_SLICES_PER_RUN"])
-def test_a_merge_of_no_entries_is_refused(setting):
-    """Zero would leave new viewers pending for ever: refused where the setting is read."""
-    with override_settings(**{setting: 0}), pytest.raises(ImproperlyConfigured, match="at least 1"):
-        conf.get(setting)
-    assert conf.get(setting) >= 1  # the default again

@@ -1,7 +1,7 @@
 """The API request path: one Redis round trip per request, its own work (token authentication costs
 none, and the throttle's count and the caller's own activity go with the process's tracking
 batches), no SQL on ingest once the token is known, a deleted or rotated token refused within
-ACTIVITY_TOKEN_CACHE_TTL, and throttled requests refused without Redis."""
+the token cache's TTL, and throttled requests refused without Redis."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ from django.test import override_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from activity import clock, conf, metrics
+from activity import clock, metrics
 from activity.calendar import day_name, day_of
 from activity.events import Event
-from activity.services import ingest, last_seen
+from activity.services import ingest, last_seen, tracking
 from activity.services.tracking import batches, fail_open
 from activity.store import keys
+from activity.web.api import authentication
 from project.redis_server import free_port
 from tests.redis_counts import CommandDelta
 
@@ -51,9 +52,9 @@ def post(api: APIClient, events: list[dict]) -> object:
 
 
 @pytest.fixture
-def batched(settings):
+def batched(monkeypatch):
     """The process's tracking batches as in production, sent only when the test flushes them."""
-    settings.ACTIVITY_TRACK_BATCH_MS = 60_000
+    monkeypatch.setattr(tracking, "BATCH_MS", 60_000)
     yield batches
     batches.flush()
 
@@ -122,7 +123,7 @@ def test_the_callers_activity_is_recorded_once_not_again_by_the_middleware(machi
     with CommandDelta(redis_client) as delta:
         assert browser.get("/api/v1/reports/").status_code == 200
     # The throttle's count, last seen and group index (the warm-up request wrote today's first visit
-    # and active-user bit; this process remembers it: ACTIVITY_DAY_WRITES_CACHE).
+    # and active-user bit; this process remembers it: ingest.DAY_WRITES_CACHE).
     assert delta.calls["incrby"] == 1 and delta.calls["evalsha"] == 2
 
 
@@ -166,7 +167,7 @@ def test_a_deleted_token_works_at_most_its_cache_ttl_in_another_process(machine,
     # Deleted by another process: no signal reaches this one, so its cached copy serves until the TTL.
     Token.objects.filter(pk=token.pk)._raw_delete(Token.objects.db)
     assert post(api, [{"user": "a"}]).status_code == 202
-    monkeypatch.setattr(clock, "now", lambda: now + conf.settings.TOKEN_CACHE_TTL + 0.001)
+    monkeypatch.setattr(clock, "now", lambda: now + authentication.TOKEN_CACHE_TTL + 0.001)
     assert post(api, [{"user": "a"}]).status_code == 401
 
 

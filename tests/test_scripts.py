@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 import pytest
 import redis
-from django.test import override_settings
 
 from activity import calendar, clock, conf
 from activity.events import Event
@@ -127,12 +126,6 @@ def keys_of(server: redis.Redis, command: list[bytes]) -> set[str]:
     return {key if isinstance(key, str) else key.decode(errors="replace") for key in found}
 
 
-@override_settings(
-    ACTIVITY_PAGE_STATS_MAX_PATHS=2,
-    ACTIVITY_TRANSITIONS_MAX_NEXT=2,
-    ACTIVITY_REPORT_TOP=1,
-    ACTIVITY_REPORT_CANDIDATES=2,
-)
 @pytest.mark.django_db
 def test_every_key_a_script_touches_is_declared_in_its_keys(redis_client, monkeypatch):
     """The page-view scripts (every branch: new sessions and transitions, both caps' trims, first
@@ -141,6 +134,10 @@ def test_every_key_a_script_touches_is_declared_in_its_keys(redis_client, monkey
     their build, the dashboard's top next pages and an erase, MONITORed on the server of the {pv}
     slot (standalone: the one server, so every script of the run): each key a script's commands
     name is among the KEYS of its EVALSHA, so Redis Cluster routes every script by what it touches."""
+    monkeypatch.setattr(sessions_store, "MAX_PATHS_PER_DAY", 2)
+    monkeypatch.setattr(sessions_store, "MAX_NEXT_PAGES", 2)
+    monkeypatch.setattr(sessions_store, "CANDIDATES", 2)
+    monkeypatch.setattr(reports, "TOP", 1)
     monkeypatch.setattr(sessions_store, "MAX_TRANSITIONS_PER_DAY", 3)
     monkeypatch.setattr(sessions_store, "TRANSITIONS_PER_DAY_SLACK", 1)
     if is_cluster(redis_client):

@@ -18,9 +18,11 @@ from activity import calendar, clock, conf
 from activity.events import Event
 from activity.services import ingest, sessions
 from activity.store import keys
+from activity.store import sessions as sessions_store
 from activity.store.scripts import LuaScript
 from activity.store.sessions import PAGE_COUNTS, SESSION_RECORD, VIEWER_NAMES, VIEWER_RANK, paths_slack
 from activity.tasks import record_events as record_events_task
+from activity.web import middleware
 from tests.redis_counts import CommandDelta
 from tests.redis_probe import probe
 
@@ -162,9 +164,10 @@ def test_counters_match_a_concurrent_burst_exactly(redis_client):
 # A counts test, not a latency one: a generous socket timeout so a loaded shared machine does not
 # turn a slow 1,000-view script call into a StoreTimeout. Transitions are off: their cap trims with
 # the same command (tests/test_recommendations.py counts those).
-@override_settings(ACTIVITY_SESSION_KEEP_QUERY=True, ACTIVITY_REDIS_TIMEOUT=10.0, ACTIVITY_TRANSITIONS=False)
-def test_distinct_paths_per_day_stay_capped_and_the_most_viewed_survive(redis_client):
-    cap = conf.settings.PAGE_STATS_MAX_PATHS
+@override_settings(ACTIVITY_REDIS_TIMEOUT=10.0, ACTIVITY_TRANSITIONS=False)
+def test_distinct_paths_per_day_stay_capped_and_the_most_viewed_survive(redis_client, monkeypatch):
+    monkeypatch.setattr(sessions, "KEEP_QUERY", True)
+    cap = sessions_store.MAX_PATHS_PER_DAY
     slack = paths_slack(cap)
     popular = {f"/popular/{n}": n % 5 + 1 for n in range(50)}  # views per batch, from the first batch
     distinct = (f"/search?q={n}" for n in range(100_000))  # a catch-all route with kept query strings
@@ -247,13 +250,13 @@ def test_each_page_view_script_checks_its_argument_counts_and_writes_nothing_whe
 # --- what gets recorded ---------------------------------------------------------------------------
 
 
-@override_settings(ACTIVITY_SESSION_EXCLUDE_PATHS=("/private/",))
-def test_query_strings_are_dropped_and_excluded_prefixes_never_recorded(redis_client):
+def test_query_strings_are_dropped_and_excluded_prefixes_never_recorded(redis_client, monkeypatch):
+    monkeypatch.setattr(sessions, "EXCLUDE_PATHS", ("/private/",))
     ingest.record_events([view("u", "/a?token=secret"), view("u", "/private/x"), view("u", "/b")])
     assert [e["path"] for e in stored(redis_client, "u")] == ["/a", "/b"]
     assert sessions.page_views(today()) == 2
-    with override_settings(ACTIVITY_SESSION_KEEP_QUERY=True):
-        ingest.record_events([view("u", "/c?q=1")])
+    monkeypatch.setattr(sessions, "KEEP_QUERY", True)
+    ingest.record_events([view("u", "/c?q=1")])
     assert stored(redis_client, "u")[-1]["path"] == "/c?q=1"
 
 
@@ -366,8 +369,8 @@ def browser(member) -> Client:
 
 
 @pytest.mark.urls(__name__)
-@override_settings(ACTIVITY_SESSION_EXCLUDE_PATHS=("/private/",))
-def test_middleware_records_html_gets_only(browser, member, redis_client):
+def test_middleware_records_html_gets_only(browser, member, redis_client, monkeypatch):
+    monkeypatch.setattr(sessions, "EXCLUDE_PATHS", ("/private/",))
     browser.get("/pricing?utm=x")
     browser.get("/data.json")
     browser.post("/pricing")
@@ -375,8 +378,8 @@ def test_middleware_records_html_gets_only(browser, member, redis_client):
     browser.get("/missing")
     assert [e["path"] for e in stored(redis_client, str(member.pk))] == ["/pricing"]
     assert redis_client.get(keys.display_name(str(member.pk))) == member.get_username()
-    with override_settings(ACTIVITY_SESSION_CONTENT_TYPES=()):
-        browser.get("/data.json")
+    monkeypatch.setattr(middleware, "PAGE_CONTENT_TYPES", ("text/html", "application/json"))
+    browser.get("/data.json")
     assert stored(redis_client, str(member.pk))[-1]["path"] == "/data.json"
 
 
@@ -392,7 +395,7 @@ def test_a_tracked_page_view_still_costs_one_round_trip(browser, member, redis_c
     assert last_seen_only.server_reads == with_session.server_reads == 1
     # Inside that one round trip: the last-seen and group-index EVALSHAs, plus the page view's four
     # (session, page counts, viewer names, viewer ranking; today's first visit and active-user bit
-    # were written by the warm-up requests, and this process remembers it: ACTIVITY_DAY_WRITES_CACHE).
+    # were written by the warm-up requests, and this process remembers it: ingest.DAY_WRITES_CACHE).
     assert last_seen_only.commands["evalsha"] == 2
     assert with_session.commands["evalsha"] == 2 + 4
     assert with_session.commands["multi"] == with_session.commands["exec"] == 0

@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
-from activity import calendar, clock, conf
+from activity import calendar, clock
 from activity.events import Event
 from activity.services import (
     audience,
@@ -144,7 +144,7 @@ def test_sweep_gives_each_family_what_its_writers_give(redis_client, monkeypatch
         plant(redis_client, key, fam.redis_type)
         planted[key] = outcome
     planted[keys.active_bits("garbage")] = 36 * DAY  # no day in its name: the family's longest TTL
-    planted[f"{prefix}no-such-family:1"] = conf.settings.SWEEP_DEFAULT_TTL
+    planted[f"{prefix}no-such-family:1"] = sweep.DEFAULT_TTL
     for key in planted:
         if not redis_client.exists(key):
             redis_client.set(key, "1")

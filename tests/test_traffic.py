@@ -16,6 +16,7 @@ from activity import clock, conf
 from activity.events import Event
 from activity.services import audience, ingest, sessions, traffic
 from activity.store import keys
+from activity.web import middleware
 from tests.redis_counts import CommandDelta
 
 pytestmark = [pytest.mark.urls("tests.pages"), pytest.mark.django_db]
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.urls("tests.pages"), pytest.mark.django_db]
 GOOGLEBOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
 HEADLESS = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/120.0 Safari/537.36"
 CHROME = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36"
-COOKIE = conf.DEFAULTS["ACTIVITY_VISITOR_COOKIE_NAME"]
+COOKIE = middleware.VISITOR_COOKIE_NAME
 
 
 def figures() -> audience.Stats:
@@ -94,15 +95,6 @@ def test_people_are_still_people(member, redis_client):
     stats = figures()
     assert (stats.active_day, stats.bots_day, stats.unique_visitors_day) == (1, 0, 1)
     assert sessions.page_views(stats.day) == 1
-
-
-@override_settings(ACTIVITY_BOT_DETECTION=False)
-def test_bot_detection_off_makes_crawlers_visitors_again(redis_client):
-    crawler = Client(headers={"User-Agent": GOOGLEBOT})
-    assert COOKIE in crawler.get("/pricing").cookies
-    crawler.get("/pricing")
-    stats = figures()
-    assert (stats.bots_day, stats.unique_visitors_day) == (0, 1)
 
 
 def test_site_patterns_add_bots_case_insensitively(redis_client):
@@ -200,7 +192,7 @@ def test_signed_in_tracking_is_unaffected_by_an_opt_out_signal(signal, member, r
     assert figures().active_day == 1
 
 
-@override_settings(ACTIVITY_HONOR_GPC=False, ACTIVITY_HONOR_DNT=False)
+@override_settings(ACTIVITY_HONOR_GPC=False)
 def test_signals_not_honoured_are_ignored(redis_client):
     browser = Client(headers={"User-Agent": CHROME, "Sec-GPC": "1", "DNT": "1"})
     assert COOKIE in browser.get("/pricing").cookies

@@ -184,7 +184,7 @@ def test_every_key_has_a_ttl_beyond_a_month_except_the_membership_hashes(at, red
 
 
 def harvest(day: date) -> int:
-    return store.harvest(get_client(), day, clock.now(), conf.settings.ACTIVE_BITMAP_MAX_ID).new_visitors
+    return store.harvest(get_client(), day, clock.now()).new_visitors
 
 
 def test_harvest_racing_increments_loses_nothing(at, redis_client):
@@ -263,21 +263,23 @@ def first_visit_store(client) -> tuple[int, int, int]:
 @pytest.mark.django_db
 def test_anonymous_visitor_gets_a_secure_signed_cookie_and_counts_once_it_comes_back(at, redis_client, round_trips):
     browser = Client(REMOTE_ADDR="203.0.113.9")
-    first = browser.get("/admin/login/")
-    cookie = first.cookies[conf.settings.VISITOR_COOKIE_NAME]
+    first = browser.get("/admin/login/", secure=True)
+    cookie = first.cookies[middleware.VISITOR_COOKIE_NAME]
     visitor = middleware.visitor_from_cookie(cookie.value)
     assert visitor is not None and re.fullmatch(r"[0-9a-f]{32}", visitor)
     assert cookie["secure"] is True and cookie["httponly"] is True and cookie["samesite"] == "Lax"
-    assert int(cookie["max-age"]) == conf.settings.VISITOR_COOKIE_AGE
+    assert int(cookie["max-age"]) == middleware.VISITOR_COOKIE_AGE
+    plain = Client(REMOTE_ADDR="203.0.113.9").get("/admin/login/").cookies[middleware.VISITOR_COOKIE_NAME]
+    assert not plain["secure"]  # over plain HTTP (a development site), a cookie the browser keeps
     assert round_trips["n"] == 0  # nothing recorded until the browser sends the cookie back
     for _ in range(3):
         again = browser.get("/admin/login/")
-        assert conf.settings.VISITOR_COOKIE_NAME not in again.cookies
+        assert middleware.VISITOR_COOKIE_NAME not in again.cookies
     # Then one round trip records the visit; the next ones that day are remembered by this process
-    # (ACTIVITY_DAY_WRITES_CACHE) and send nothing.
+    # (ingest.DAY_WRITES_CACHE) and send nothing.
     assert round_trips["n"] == 1
     other = Client(REMOTE_ADDR="203.0.113.9").get("/admin/login/")
-    assert middleware.visitor_from_cookie(other.cookies[conf.settings.VISITOR_COOKIE_NAME].value) != visitor
+    assert middleware.visitor_from_cookie(other.cookies[middleware.VISITOR_COOKIE_NAME].value) != visitor
     figures = audience.stats()
     assert (figures.new_visitors_day, figures.unique_visitors_day, figures.online) == (1, 1, 0)
     assert first_visit_store(redis_client)[:2] == (1, 1)
@@ -286,7 +288,7 @@ def test_anonymous_visitor_gets_a_secure_signed_cookie_and_counts_once_it_comes_
 
 @pytest.mark.django_db
 def test_cookieless_and_forged_cookie_requests_add_nothing_and_count_no_visitor(at, redis_client):
-    name = conf.settings.VISITOR_COOKIE_NAME
+    name = middleware.VISITOR_COOKIE_NAME
     probe = Client()
     before = first_visit_store(redis_client)
     with CommandDelta(redis_client) as delta:
@@ -339,7 +341,7 @@ def no_consent(request) -> bool:
 def test_no_cookie_and_nothing_recorded_without_consent(at, overrides):
     with override_settings(**overrides):
         response = Client().get("/admin/login/")
-    assert conf.settings.VISITOR_COOKIE_NAME not in response.cookies
+    assert middleware.VISITOR_COOKIE_NAME not in response.cookies
     assert audience.stats().unique_visitors_day == 0
 
 
@@ -349,14 +351,14 @@ def test_consent_callable_saying_yes_sets_the_cookie(at):
     browser.cookies["consent"] = "yes"
     with override_settings(ACTIVITY_VISITOR_CONSENT="tests.test_visitors.no_consent"):
         response = browser.get("/admin/login/")
-    assert conf.settings.VISITOR_COOKIE_NAME in response.cookies
+    assert middleware.VISITOR_COOKIE_NAME in response.cookies
 
 
 def test_signed_in_user_gets_no_cookie_and_one_round_trip(at, staff, round_trips):
     browser = Client()
     browser.force_login(staff)
     response = browser.get("/admin/login/", follow=False)
-    assert conf.settings.VISITOR_COOKIE_NAME not in response.cookies
+    assert middleware.VISITOR_COOKIE_NAME not in response.cookies
     assert round_trips["n"] == 1
     assert audience.stats().active_day == 1
 
@@ -392,7 +394,7 @@ def test_stats_is_one_round_trip_of_bounded_commands(at, redis_client, round_tri
     delta = {name: after[name] - before.get(name, 0) for name in after if after[name] != before.get(name, 0)}
     assert delta.pop("cmdstat_info") >= 1  # the helper's own (one per primary on a cluster)
     # No union of days: each figure is a count of one key, a bitmap in ranges of at most 1 MiB.
-    chunks = -(-(conf.settings.ACTIVE_BITMAP_MAX_ID // 8 + 1) // store.COUNT_CHUNK_BYTES)
+    chunks = -(-(store.MAX_ID // 8 + 1) // store.COUNT_CHUNK_BYTES)
     assert delta == {
         "cmdstat_zcount": 1,
         "cmdstat_bitcount": 3 * chunks,  # day, week, month

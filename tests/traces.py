@@ -32,7 +32,7 @@ def redis_traces(user: str) -> list[str]:
     """
     client = _raw_client()
     ident, visitor = user.encode(), audience.user_visitor_id(user)
-    bit = audience.bitmap_offset(user, conf.settings.ACTIVE_BITMAP_MAX_ID)
+    bit = audience.bitmap_offset(user)
     prefix = conf.settings.KEY_PREFIX.encode()
     found: list[str] = []
     try:

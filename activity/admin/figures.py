@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from activity import clock, conf
+from activity import clock
 from activity.models import DailyRollup
 from activity.services import audience, flush, recommendations, reports, sessions
 
 TOP_PATHS = 10
 MOST_ACTIVE_ROWS = 10
 NEXT_PATHS = 3  # next pages shown per top page
+DAYS = 30  # days in the charts, today included
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,7 @@ def overview() -> Overview:
     return Overview(
         generated_at=clock.now(),
         stats=stats,
-        days=daily_figures(stats.day, stats, conf.settings.DASHBOARD_DAYS),
+        days=daily_figures(stats.day, stats, DAYS),
         top_paths=top_paths,
         where_next=where_next(stats.day, top_paths),
         most_active=report,

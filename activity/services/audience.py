@@ -76,7 +76,7 @@ def stats() -> Stats:
     """
     now = clock.now()
     day = calendar.day_of(now)
-    found = store.today(get_client(), day, now - conf.settings.ONLINE_WINDOW, conf.settings.ACTIVE_BITMAP_MAX_ID)
+    found = store.today(get_client(), day, now - conf.settings.ONLINE_WINDOW)
     active, unique = found.active, {period: found.anonymous[period] + found.active[period] for period in found.active}
     return Stats(
         day=day,
@@ -123,7 +123,7 @@ def rollup_day(day: date) -> DailyRollup | None:
         if not acquired:
             return None
         client = get_client()
-        found = store.harvest(client, day, now, conf.settings.ACTIVE_BITMAP_MAX_ID)
+        found = store.harvest(client, day, now)
         sessions, page_views = sessions_store.day_counts(client, day)
         row = DailyRollup(
             day=day,

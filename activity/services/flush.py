@@ -21,12 +21,14 @@ from dataclasses import asdict, dataclass
 from django.db import transaction
 from django.dispatch import Signal
 
-from activity import clock, conf, metrics
+from activity import clock, metrics
 from activity.managers import Upsert
 from activity.models import UserActivity
 from activity.services import locks
 from activity.store.client import get_client
 from activity.store.flush import Ack, FlushQueue
+
+BATCH = 2000  # members per database transaction
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +91,7 @@ def reap_stale_claims(age: float | None = None) -> int:
     or been killed by then. ``age=0`` hands back every claim: an interrupted run holding the flush's
     lock returns its own (rewriting a row is harmless), so a rerun finishes at once."""
     age = locks.job_ttl() if age is None else age
-    return FlushQueue(get_client()).reap(clock.now() - age, conf.settings.FLUSH_BATCH)
+    return FlushQueue(get_client()).reap(clock.now() - age, BATCH)
 
 
 def flush(batch_size: int | None = None, budget: float | None = None) -> FlushResult:
@@ -102,7 +104,7 @@ def flush(batch_size: int | None = None, budget: float | None = None) -> FlushRe
     run stops taking new batches after ``budget`` seconds (default: half a job's lock TTL) so it
     ends well inside its lock; the next run carries on. Call it under ``locks.exclusive_job("flush")``.
     """
-    batch_size = batch_size or conf.settings.FLUSH_BATCH
+    batch_size = batch_size or BATCH
     budget = locks.job_ttl() / 2 if budget is None else budget
     deadline = time.monotonic() + budget
     queue = FlushQueue(get_client())

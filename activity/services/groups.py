@@ -19,7 +19,6 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, pre_delete
 
-from activity import conf
 from activity.errors import StoreUnavailable
 from activity.store import groups as store
 from activity.store import last_seen as last_seen_store
@@ -28,6 +27,7 @@ from activity.store.client import get_client
 logger = logging.getLogger("activity.services.groups")
 
 BUILD_ATTEMPTS = 3
+VIEW_TTL = 300  # seconds a group view lives after its build
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,6 @@ def members_page(group_id: int, offset: int, limit: int) -> MembersPage | None:
     catch-up ZMSCORE re-applies any last seen that moved while building, so the view is exact.
     """
     client = get_client()
-    settings = conf.settings
     scores: dict[str, float | None] = {}
     for _ in range(BUILD_ATTEMPTS):
         count, rows, seen_epoch = store.read_page(client, group_id, offset, offset + limit - 1)
@@ -68,7 +67,7 @@ def members_page(group_id: int, offset: int, limit: int) -> MembersPage | None:
         if not members:
             return MembersPage(group_id, 0, [])
         scores = last_seen_store.get_many(client, members)
-        if store.build(client, group_id, scores, seen_epoch, settings.GROUP_VIEW_TTL):
+        if store.build(client, group_id, scores, seen_epoch, VIEW_TTL):
             _catch_up(client, group_id, scores)
     # The view vanished again (a TTL shorter than a build) or membership kept changing: answer
     # from the last build's scores, in the view's order (score, then member, descending).
@@ -106,7 +105,7 @@ def propagate(latest: Mapping[str, float], groups_of: Mapping[str, Iterable[str]
 
 def drop_views(group_ids: Iterable[int], removed: Iterable[tuple[int, str]] = ()) -> None:
     """Drop the views of groups whose membership changed; the next read rebuilds them. One round trip."""
-    store.drop(get_client(), group_ids, removed, conf.settings.GROUP_VIEW_TTL)
+    store.drop(get_client(), group_ids, removed, VIEW_TTL)
 
 
 def _after_commit(group_ids: Iterable[int], removed: Iterable[tuple[int, str]]) -> None:

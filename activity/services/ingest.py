@@ -96,16 +96,15 @@ def record_events(
         user_visits = {(audience_store.user_visitor_id(user), day) for user, day in actives}
         anonymous = {(visitor, day) for visitor, ts in visitors if not _written((visitor, day := day_of(ts)))}
         visits = {(bytes.fromhex(visitor), day) for visitor, day in anonymous}
-        new_at = audience_store.queue_visits(pipe, user_visits, visits, now, conf.settings.VISITOR_PARTITION_BITS)
-        audience_store.queue_actives(pipe, actives, now, conf.settings.ACTIVE_BITMAP_MAX_ID)
+        new_at = audience_store.queue_visits(pipe, user_visits, visits, now)
+        audience_store.queue_actives(pipe, actives, now)
     if kind != traffic.PERSON:
         audience_store.queue_traffic(pipe, kind, day_of(now), now, requests)
     groups_at = group_store.queue_groups_of(pipe, latest)
     replies = pipe.execute()
 
-    if conf.settings.DAY_WRITES_CACHE > 0:
-        for pair in (*actives, *anonymous):
-            _days_written.put(pair, True, now + conf.settings.DAY_WRITES_CACHE)
+    for pair in (*actives, *anonymous):
+        _days_written.put(pair, True, now + DAY_WRITES_CACHE)
     moved = total(replies, moved_at)
     if moved:
         found = zip(latest, replies[groups_at], strict=True)
@@ -122,11 +121,12 @@ def record_events(
 
 # (user or visitor id, day) pairs this process wrote lately: who was active, and who visited, that
 # day. Those writes are idempotent (a bit set, an HLL member, a first visit), so a repeat within
-# ACTIVITY_DAY_WRITES_CACHE seconds is left out: a user's next page views cost only their last
+# DAY_WRITES_CACHE seconds is left out: a user's next page views cost only their last
 # seen and session. A pair lost on the Redis side (a restart without persistence) is written again
 # once its entry expires here.
+DAY_WRITES_CACHE = 60
 _days_written: ExpiringCache[bool] = ExpiringCache(100_000)
 
 
 def _written(pair: tuple[str, date]) -> bool:
-    return conf.settings.DAY_WRITES_CACHE > 0 and _days_written.get(pair) is not None
+    return _days_written.get(pair) is not None

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
-from activity import conf
 from activity.store import locks as store
 from activity.store.client import get_client
+
+JOB_LOCK_TTL = 60  # seconds a scheduled job's lock lives; its task's time limits end the run before
 
 
 @contextmanager
@@ -31,7 +32,7 @@ def wait_for_release(name: str, seconds: float, ttl: float) -> bool:
 
 def job_ttl() -> float:
     """Seconds a scheduled job's lock lives; task soft and hard time limits are set below it."""
-    return float(conf.settings.JOB_LOCK_TTL)
+    return float(JOB_LOCK_TTL)
 
 
 def job_time_limits() -> tuple[float, float]:

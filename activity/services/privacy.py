@@ -33,12 +33,14 @@ from activity.errors import StoreUnavailable
 from activity.events import iso
 from activity.managers import account_candidates
 from activity.models import UserActivity
-from activity.services import groups, rate_limits, reports
+from activity.services import groups, locks, rate_limits, reports
 from activity.store import audience as audience_store
 from activity.store import last_seen as last_seen_store
 from activity.store import privacy as store
 from activity.store.client import get_client
 from activity.store.keys import KEEP_DAYS
+
+TOMBSTONE_TTL = 3600  # seconds an erased id stays tombstoned: the flush and late events skip it
 
 logger = logging.getLogger("activity.services.privacy")
 
@@ -52,10 +54,9 @@ class Erasure:
 
 
 def tombstone_ttl() -> int:
-    """Seconds an erased id stays tombstoned: the setting, but never less than a dead flush's claim
-    takes to come back (reaped past a job lock's TTL, then claimed by the next run)."""
-    settings = conf.settings
-    return max(int(settings.ERASE_TOMBSTONE_TTL), 2 * int(settings.JOB_LOCK_TTL) + int(settings.FLUSH_INTERVAL))
+    """Seconds an erased id stays tombstoned: an hour, but never less than a dead flush's claim takes
+    to come back (reaped past a job lock's TTL, then claimed by the next run)."""
+    return max(TOMBSTONE_TTL, 2 * int(locks.JOB_LOCK_TTL) + int(conf.settings.FLUSH_INTERVAL))
 
 
 def _days(first: date, last: date) -> list[date]:
@@ -83,9 +84,8 @@ def audience_days(now: float) -> list[date]:
 
 
 def _where(user: str, now: float) -> store.Where:
-    settings = conf.settings
     visitor = audience_store.user_visitor_id(user)
-    visitor_hash, visitor_tombstones = audience_store.visitor_home(visitor, settings.VISITOR_PARTITION_BITS)
+    visitor_hash, visitor_tombstones = audience_store.visitor_home(visitor)
     periods = page_periods(now)
     days = audience_days(now)
     day_bitmaps = [(calendar.day_name(day), audience_store.BITS[0](calendar.day_name(day))) for day in days]
@@ -93,7 +93,7 @@ def _where(user: str, now: float) -> store.Where:
     longer = {by_period[period](calendar.name_of(period, day)) for day in days for period in ("week", "month")}
     return store.Where(
         user=user,
-        bit=audience_store.bitmap_offset(user, settings.ACTIVE_BITMAP_MAX_ID),
+        bit=audience_store.bitmap_offset(user),
         visitor_hash=visitor_hash,
         visitor_tombstones=visitor_tombstones,
         visitor=visitor,

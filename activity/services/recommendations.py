@@ -23,7 +23,7 @@ import random
 from collections.abc import Sequence
 from datetime import date, timedelta
 
-from activity import clock, conf
+from activity import clock
 from activity.calendar import day_name, day_of
 from activity.errors import UnknownPath
 from activity.services import cached, reports
@@ -32,12 +32,14 @@ from activity.store import transitions as store
 from activity.store.client import get_client
 
 MAX_RESULTS = 50  # the largest ``n`` either read takes, and the rows a user's cached answer keeps
+WINDOW_DAYS = 7  # days of transitions merged
+RECENT_PAGES = 5  # the latest session pages recommendations start from
 _random = random.Random()
 
 
 def window_days(today: date) -> list[str]:
     """The day names merged: ``today`` first, then the ``ACTIVITY_RECOMMEND_DAYS`` - 1 before it."""
-    return [day_name(today - timedelta(days=back)) for back in range(conf.settings.RECOMMEND_DAYS)]
+    return [day_name(today - timedelta(days=back)) for back in range(WINDOW_DAYS)]
 
 
 def window_name(days: Sequence[str]) -> str:
@@ -57,7 +59,7 @@ def for_user(user: str, n: int = 5) -> list[tuple[str, float]]:
     the user has no session or nothing followed its pages. One round trip (EVALSHA): the answer for
     this very session when cached (``ACTIVITY_REPORT_TTL``), else computed and cached in the same call."""
     days = window_days(day_of(clock.now()))
-    recent_pages = conf.settings.RECOMMEND_RECENT_PAGES
+    recent_pages = RECENT_PAGES
     request = store.Recommending(
         user=user,
         context=f"{window_name(days)}:{recent_pages}",

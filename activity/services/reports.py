@@ -27,11 +27,21 @@ from dataclasses import dataclass
 
 from activity import calendar, clock, conf
 from activity.errors import UnknownReport
+from activity.schedule import REPORT_REFRESH_INTERVAL
 from activity.services import cached
 from activity.store import reports as store
 from activity.store.client import get_client
+from activity.store.keys import REPORT_READ_WINDOW
 
 PERIODS = ("day", "week")
+STALE_S = 30  # a copy is kept this long past its freshness, served stale while one client rebuilds
+WAIT_S = 5.0  # rebuild lock TTL; a reader without a copy waits up to twice this for the holder's build
+TOP = 100  # rows of a ranked report (at most store.sessions.CANDIDATES)
+# Pending by-name entries merged into the index per call (a read merges one slice; a slice of 25
+# into a million-member index holds Redis about 0.4 ms, bench.reports_scale), and the calls per
+# period of one refresh run.
+MERGE_SLICE = 25
+MERGE_SLICES_PER_RUN = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,15 +85,14 @@ class Policy:
 
     @classmethod
     def current(cls) -> Policy:
-        settings = conf.settings
         return cls(
-            ttl_ms=int(settings.REPORT_TTL * 1000),
-            stale_ms=int(settings.REPORT_STALE * 1000),
-            wait_s=settings.REPORT_WAIT,
-            top=settings.REPORT_TOP,
-            read_window_s=settings.REPORT_READ_WINDOW,
-            merge_slice=settings.REPORT_MERGE_SLICE,
-            merge_slices=settings.REPORT_MERGE_SLICES_PER_RUN,
+            ttl_ms=int(conf.settings.REPORT_TTL * 1000),
+            stale_ms=int(STALE_S * 1000),
+            wait_s=WAIT_S,
+            top=TOP,
+            read_window_s=REPORT_READ_WINDOW,
+            merge_slice=MERGE_SLICE,
+            merge_slices=MERGE_SLICES_PER_RUN,
         )
 
 
@@ -218,7 +227,7 @@ def refresh() -> int:
     policy, now = Policy.current(), clock.now()
     for period in PERIODS:
         merge_pending(period, now, policy)
-    margin_ms = 2 * conf.settings.REPORT_REFRESH_INTERVAL * 1000
+    margin_ms = 2 * REPORT_REFRESH_INTERVAL * 1000
     built = 0
     for marker in store.read_since(get_client(), now - policy.read_window_s):
         name, _, period = marker.rpartition(":")

@@ -13,6 +13,9 @@ from activity.store import sessions as store
 from activity.store.client import get_client
 from activity.store.sessions import SessionPage
 
+KEEP_QUERY = False  # query strings often carry tokens, and would split one page's counts over many
+EXCLUDE_PATHS = ("/admin/jsi18n/",)  # path prefixes never recorded as page views
+
 
 def page_path(path: str | None) -> str | None:
     """The path a page view records, or None when it records none (no path, or an excluded prefix).
@@ -22,9 +25,9 @@ def page_path(path: str | None) -> str | None:
     """
     if path is None:
         return None
-    if not conf.settings.SESSION_KEEP_QUERY:
+    if not KEEP_QUERY:
         path = path.split("?", 1)[0]
-    if path.startswith(conf.settings.SESSION_EXCLUDE_PATHS):
+    if path.startswith(EXCLUDE_PATHS):
         return None
     return path
 

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 
 from django.dispatch import Signal
 
-from activity import clock, conf
+from activity import clock
 from activity.store import sweep as store
 from activity.store.client import get_client
+
+DEFAULT_TTL = 86400  # seconds given to a key under the prefix that matches no declared family
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ def sweep(count: int = 200, dry_run: bool = False) -> SweepResult:
     changes nothing: ``repaired`` and ``deleted`` count what a sweep would do.
     """
     scanned = long_lived = repaired = deleted = 0
-    steps = store.sweep(get_client(), count, conf.settings.SWEEP_DEFAULT_TTL, clock.now(), dry_run=dry_run)
+    steps = store.sweep(get_client(), count, DEFAULT_TTL, clock.now(), dry_run=dry_run)
     for step in steps:
         scanned += step.scanned
         long_lived += step.long_lived

@@ -4,20 +4,20 @@ middleware's activity, API callers' own activity, and the requests the rate limi
 Sent request by request, a tracked page would cost its request a round trip, and Redis one call
 of each script per view, whose fixed part outweighs the view's own work. So a request only appends
 its entries here (a lock and a list append), and a daemon thread sends a batch
-``ACTIVITY_TRACK_BATCH_MS`` after its first entry arrived, or as soon as
-``ACTIVITY_TRACK_BATCH_SIZE`` entries wait: one ``ingest.record_events`` call per kind of traffic
+``BATCH_MS`` after its first entry arrived, or as soon as
+``BATCH_SIZE`` entries wait: one ``ingest.record_events`` call per kind of traffic
 (one round trip each, one call of each script for the whole batch), and one round trip for the
 rate-limit counts. Order within a batch does not matter: last seen only moves forward, and a
 session's views are sorted by time.
 
-What it costs: activity reaches Redis up to ``ACTIVITY_TRACK_BATCH_MS`` later (or, when that time
+What it costs: activity reaches Redis up to ``BATCH_MS`` later (or, when that time
 ends during the previous batch's send, right after it), and a process killed outright (SIGKILL, the
 OOM killer) loses what it had not sent, at most that long of its requests. A process that exits
-normally sends the rest first (``atexit``). At most ``ACTIVITY_TRACK_BUFFER_MAX`` entries wait;
+normally sends the rest first (``atexit``). At most ``BUFFER_MAX`` entries wait;
 past that (Redis slow or away) the oldest are dropped and counted (``activity_track_dropped``). When
 Redis refuses a batch, it and what waited behind it are dropped as the middleware's own failures
-are: logged, counted, and tracking paused for ``ACTIVITY_FAIL_OPEN_BACKOFF`` seconds (``fail_open``;
-so a process exiting while Redis is away pays one timeout). With ``ACTIVITY_TRACK_BATCH_MS`` = 0
+are: logged, counted, and tracking paused for ``FAIL_OPEN_BACKOFF`` seconds (``fail_open``;
+so a process exiting while Redis is away pays one timeout). With ``BATCH_MS`` = 0
 each request sends its own entries before its response returns (the tests' way of reading what a
 request wrote).
 """
@@ -32,13 +32,21 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from activity import conf, metrics
+from activity import metrics
 from activity.errors import StoreUnavailable
 from activity.events import Event
 from activity.services import ingest, rate_limits
 from activity.services.rate_limits import Window
 
 logger = logging.getLogger("activity.services.tracking")
+
+# A batch goes BATCH_MS after its first entry arrived, or once BATCH_SIZE entries wait; at most
+# BUFFER_MAX wait (the oldest dropped past it, while Redis is slow or away). 0 ms: each request
+# sends its own entries before it answers (the tests read what a request wrote that way).
+BATCH_MS = 50
+BATCH_SIZE = 500
+BUFFER_MAX = 20_000
+FAIL_OPEN_BACKOFF = 5  # seconds tracking pauses after Redis failed it
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +113,8 @@ class FailOpen:
         metrics.FAIL_OPEN_PAUSES.inc()
         with self._lock:
             self.failures += 1
-            self._paused_until = time.monotonic() + conf.settings.FAIL_OPEN_BACKOFF
-        logger.warning(
-            "Activity tracking paused for %ss: Redis unavailable (%s)", conf.settings.FAIL_OPEN_BACKOFF, error
-        )
+            self._paused_until = time.monotonic() + FAIL_OPEN_BACKOFF
+        logger.warning("Activity tracking paused for %ss: Redis unavailable (%s)", FAIL_OPEN_BACKOFF, error)
 
     def reset(self) -> None:
         with self._lock:
@@ -143,10 +149,10 @@ class Batches:
             self._waiting.append(entry)
             if len(self._waiting) == 1:
                 self._since = time.monotonic()
-            while len(self._waiting) > conf.settings.TRACK_BUFFER_MAX:
+            while len(self._waiting) > BUFFER_MAX:
                 self._waiting.popleft()
                 metrics.TRACK_DROPPED.inc()
-            if len(self._waiting) in (1, conf.settings.TRACK_BATCH_SIZE):  # a batch begins, or is full
+            if len(self._waiting) in (1, BATCH_SIZE):  # a batch begins, or is full
                 self._ready.notify()
 
     def waiting(self) -> int:
@@ -154,7 +160,7 @@ class Batches:
             return len(self._waiting)
 
     def flush(self) -> None:
-        """Send everything waiting now, in batches of ``ACTIVITY_TRACK_BATCH_SIZE``."""
+        """Send everything waiting now, in batches of ``BATCH_SIZE``."""
         with self._sending:
             while self._send_batch():
                 pass
@@ -168,9 +174,9 @@ class Batches:
         while True:
             with self._ready:
                 self._ready.wait_for(lambda: self._waiting)
-                left = self._since + conf.settings.TRACK_BATCH_MS / 1000 - time.monotonic()
+                left = self._since + BATCH_MS / 1000 - time.monotonic()
                 self._ready.wait_for(
-                    lambda: not self._waiting or len(self._waiting) >= conf.settings.TRACK_BATCH_SIZE,
+                    lambda: not self._waiting or len(self._waiting) >= BATCH_SIZE,
                     timeout=max(left, 0.0),
                 )
                 if not self._waiting:
@@ -182,7 +188,7 @@ class Batches:
         """Send one batch; False when nothing was waiting, or when Redis refused it (then what
         waited behind it is dropped too)."""
         with self._ready:
-            size = min(len(self._waiting), conf.settings.TRACK_BATCH_SIZE)
+            size = min(len(self._waiting), BATCH_SIZE)
             batch = [self._waiting.popleft() for _ in range(size)]
             self._ready.notify()  # a thread waiting for this batch's time need wait no more
         if not batch:
@@ -204,9 +210,9 @@ batches = Batches()
 
 
 def record(entry: Entry) -> None:
-    """Hand a request's entry over: to the batches, or with ``ACTIVITY_TRACK_BATCH_MS`` = 0
+    """Hand a request's entry over: to the batches, or with ``BATCH_MS`` = 0
     straight to Redis (a failure then pauses tracking here)."""
-    if conf.settings.TRACK_BATCH_MS > 0:
+    if BATCH_MS > 0:
         batches.add(entry)
         return
     try:

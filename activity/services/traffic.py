@@ -5,13 +5,13 @@
   it is not a page view, a visitor or an active user unless ``ACTIVITY_COUNT_MACHINES``.
 - ``BOT``: a crawler by its user agent (the ``crawlerdetect`` library, plus the site's
   ``ACTIVITY_BOT_PATTERNS``), or no user agent at all. Not a visitor, a page view or a session;
-  counted apart per day. ``ACTIVITY_BOT_DETECTION`` off makes every such request a person's.
+  counted apart per day.
 - ``PERSON``: everything else.
 
 Each distinct user agent is classified once per process (a bounded LRU): the library's one large
 regular expression costs about as much as the rest of the middleware (``bench/bots.py``).
 ``opted_out`` reads Global Privacy Control (``Sec-GPC: 1``) and Do Not Track (``DNT: 1``) under
-``ACTIVITY_HONOR_GPC`` / ``ACTIVITY_HONOR_DNT`` (docs/privacy.md says what each stops).
+``ACTIVITY_HONOR_GPC``, which honours both (docs/privacy.md says what they stop).
 """
 
 from __future__ import annotations
@@ -68,14 +68,12 @@ def classify(request: HttpRequest) -> str:
     user = getattr(request, "user", None)
     if getattr(request, "auth", None) is not None and user is not None and user.is_authenticated:
         return MACHINE
-    if conf.settings.BOT_DETECTION and is_bot(request.META.get("HTTP_USER_AGENT", "")):
+    if is_bot(request.META.get("HTTP_USER_AGENT", "")):
         return BOT
     return PERSON
 
 
 def opted_out(request: HttpRequest) -> bool:
     """The browser sent Global Privacy Control or Do Not Track and the site honours it."""
-    settings = conf.settings
-    return (settings.HONOR_GPC and request.META.get("HTTP_SEC_GPC", "").strip() == "1") or (
-        settings.HONOR_DNT and request.META.get("HTTP_DNT", "").strip() == "1"
-    )
+    signals = (request.META.get("HTTP_SEC_GPC", ""), request.META.get("HTTP_DNT", ""))
+    return conf.settings.HONOR_GPC and any(signal.strip() == "1" for signal in signals)

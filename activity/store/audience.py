@@ -43,6 +43,11 @@ BITS = (keys.active_bits, keys.active_bits_week, keys.active_bits_month)
 HLLS = (keys.active_hll, keys.active_hll_week, keys.active_hll_month)
 UNIQUE = (keys.unique_visitors, keys.unique_visitors_week, keys.unique_visitors_month)
 COUNT_CHUNK_BYTES = 1 << 20  # one BITCOUNT reads at most 1 MiB (8M ids)
+# Integer user ids up to this are counted exactly in per-day bitmaps (MAX_ID / 8 bytes a day at most).
+MAX_ID = 2**26
+# "First visit ever" hashes: 2**PARTITION_BITS partitions. Fixed once ids are stored: changing it
+# re-homes every id (docs/visitors.md).
+PARTITION_BITS = 17
 VISITOR_SHARDS = 16  # hash tags {vis:0}..{vis:15}; changing it re-homes every id, so it is fixed
 NOT_PEOPLE = ("bot", "machine")  # the kinds of traffic counted per day (activity.services.traffic)
 
@@ -61,12 +66,12 @@ def _live_days(pairs: Iterable[tuple[object, date]], now: float) -> dict[date, i
     return {day: ttl for day, ttl in ttls.items() if ttl > 0}
 
 
-def bitmap_offset(user: str, max_id: int) -> int | None:
-    """The bit of an integer user id (canonical decimal, 0..max_id), or None to count it by HLL."""
+def bitmap_offset(user: str) -> int | None:
+    """The bit of an integer user id (canonical decimal, 0..MAX_ID), or None to count it by HLL."""
     if not user.isdigit() or (len(user) > 1 and user[0] == "0"):
         return None
     offset = int(user)
-    return offset if offset <= max_id else None
+    return offset if offset <= MAX_ID else None
 
 
 def user_visitor_id(user: str) -> bytes:
@@ -74,22 +79,22 @@ def user_visitor_id(user: str) -> bytes:
     return hashlib.blake2b(b"user\0" + user.encode(), digest_size=16).digest()
 
 
-def _home(visitor: bytes, bits: int) -> tuple[int, int]:
-    """(shard, partition) of a visitor id: partition = low ``bits`` bits, shard = its low bits."""
-    partition = int.from_bytes(visitor, "big") & ((1 << bits) - 1)
+def _home(visitor: bytes) -> tuple[int, int]:
+    """(shard, partition) of a visitor id: partition = low ``PARTITION_BITS`` bits, shard = its low bits."""
+    partition = int.from_bytes(visitor, "big") & ((1 << PARTITION_BITS) - 1)
     return partition % VISITOR_SHARDS, partition
 
 
-def visitor_home(visitor: bytes, partition_bits: int) -> tuple[str, str]:
+def visitor_home(visitor: bytes) -> tuple[str, str]:
     """(the partition hash holding ``visitor``, its shard's tombstones): where an erase looks."""
-    shard, partition = _home(visitor, partition_bits)
+    shard, partition = _home(visitor)
     return keys.visitor_seen(shard, partition), keys.tombstones(f"vis:{shard}")
 
 
 # --- writes, queued on the caller's pipeline (a batch's one round trip) ------------------------
 
 
-def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: float, max_id: int) -> None:
+def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: float) -> None:
     """Queue one EVALSHA per day of the batch: SETBIT (integer ids) or PFADD (other ids) into the
     active-user keys of the day, its week and its month."""
     bits: dict[date, set[int]] = defaultdict(set)
@@ -98,7 +103,7 @@ def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: fl
     for user, day in actives:
         if day not in ttls:
             continue
-        offset = bitmap_offset(user, max_id)
+        offset = bitmap_offset(user)
         if offset is None:
             others[day].add(user)
         else:
@@ -116,7 +121,6 @@ def queue_visits(
     people: Collection[tuple[bytes, date]],
     anonymous: Collection[tuple[bytes, date]],
     now: float,
-    partition_bits: int,
 ) -> list[int]:
     """Queue first-visit check-and-sets of every visit and unique-visitor PFADDs of the anonymous
     ones (signed-in ``people`` count as unique visitors through the active users); returns the
@@ -130,7 +134,7 @@ def queue_visits(
         for visitor, day in visits:
             if day not in ttls:
                 continue
-            shard, partition = _home(visitor, partition_bits)
+            shard, partition = _home(visitor)
             groups[shard, day][visitor] = partition
             if unique:
                 per_day[day].add(visitor)
@@ -158,11 +162,11 @@ def queue_traffic(pipe: Pipeline, kind: str, day: date, now: float, requests: in
 # --- reads, one round trip each ---------------------------------------------------------------
 
 
-def _queue_active(pipe: Pipeline, period: str, day: date, max_id: int) -> list[int]:
+def _queue_active(pipe: Pipeline, period: str, day: date) -> list[int]:
     """The reads whose replies sum to the active users of the period holding ``day``: BITCOUNT of
     the bitmap in bounded byte ranges, and PFCOUNT of the HLL."""
     index, name, first = PERIODS.index(period), name_of(period, day), len(pipe)
-    for start in range(0, max_id // 8 + 1, COUNT_CHUNK_BYTES):
+    for start in range(0, MAX_ID // 8 + 1, COUNT_CHUNK_BYTES):
         pipe.bitcount(BITS[index](name), start, start + COUNT_CHUNK_BYTES - 1)
     pipe.pfcount(HLLS[index](name))
     return list(range(first, len(pipe)))
@@ -191,12 +195,12 @@ class Today:
     machines: int
 
 
-def today(client: Client, day: date, online_since: float, max_id: int) -> Today:
+def today(client: Client, day: date, online_since: float) -> Today:
     """Every figure of ``day`` and of its week and month, and the users seen since
     ``online_since``: one round trip of bounded commands."""
     pipe = client.pipeline(transaction=False)
     online_at = last_seen_store.queue_count_since(pipe, online_since)
-    active_at = {period: _queue_active(pipe, period, day, max_id) for period in PERIODS}
+    active_at = {period: _queue_active(pipe, period, day) for period in PERIODS}
     unique_at = {period: _queue_unique(pipe, period, day) for period in PERIODS}
     new_at = len(pipe)
     for shard in range(VISITOR_SHARDS):
@@ -226,7 +230,7 @@ class Harvest:
     machines: int
 
 
-def harvest(client: Client, day: date, now: float, max_id: int) -> Harvest:
+def harvest(client: Client, day: date, now: float) -> Harvest:
     """``day``'s figures, its new-visitor counters harvested (GETDEL) into the day's accumulators
     first, so a rollup that dies before its database write loses nothing: its retry reads the
     accumulators again. One round trip."""
@@ -236,7 +240,7 @@ def harvest(client: Client, day: date, now: float, max_id: int) -> Harvest:
         pipe.script(HARVEST_COUNTER, [keys.new_visitors(shard, name), keys.new_visitors_harvested(shard, name)], [ttl])
         for shard in range(VISITOR_SHARDS)
     ]
-    active_at = _queue_active(pipe, "day", day, max_id)
+    active_at = _queue_active(pipe, "day", day)
     unique_at = _queue_unique(pipe, "day", day)
     traffic_at = _queue_traffic_read(pipe, day)
     replies = pipe.execute()

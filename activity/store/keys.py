@@ -496,7 +496,11 @@ def report_meta(report_id: str) -> str:
     return f"{prefix()}{PV_TAG}:report:{report_id}:meta"
 
 
-@family("{pv}:reports:read", "zset", fixed(lambda: conf.settings.REPORT_READ_WINDOW))
+# Reports read this recently are the ones the refresh job keeps fresh (seconds).
+REPORT_READ_WINDOW = 600
+
+
+@family("{pv}:reports:read", "zset", fixed(lambda: REPORT_READ_WINDOW))
 def reports_read() -> str:
     """Sorted set: report = name:period, score = last read time; the refresh job's work list
     (TTL: the read window, renewed by every read)."""

@@ -26,6 +26,12 @@ ENTRY_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build o
 # for by that many new steps. The slack is not a tenth of the bound: a trim removes each step from
 # both sets, and 5,001 of them (40-byte paths) took one script call 6.4 ms, past issue 16's 5 ms for
 # any command; 1,001 took 1.5 ms.
+# Distinct paths kept per day in the top paths, and next pages kept per page and day (the most
+# viewed, or most frequent, survive), so a catch-all route or junk paths cannot grow them.
+MAX_PATHS_PER_DAY = 10_000
+MAX_NEXT_PAGES = 50
+# Users kept per day and week as the ranked reports' candidates (the top viewers).
+CANDIDATES = 1000
 MAX_TRANSITIONS_PER_DAY = 50_000
 TRANSITIONS_PER_DAY_SLACK = 1_000
 
@@ -92,16 +98,15 @@ def queue_record(
 def _queue_sessions(
     pipe: Pipeline, when: date, views: Sequence[PageView], window_ms: int, max_pages: int, ttl: int, now: float
 ) -> int:
-    settings, day = conf.settings, day_name(when)
-    max_next = settings.TRANSITIONS_MAX_NEXT
+    day = day_name(when)
     script_keys = [
         keys.tombstones("pv"),
         keys.sessions_started(day),
         keys.transitions(day),
         keys.transitions_index(day),
     ]
-    args: list[str | int] = [window_ms, int(max_pages), ttl, int(settings.TRANSITIONS), max_next]
-    args += [paths_slack(max_next), MAX_TRANSITIONS_PER_DAY, TRANSITIONS_PER_DAY_SLACK, repr(now)]
+    args: list[str | int] = [window_ms, int(max_pages), ttl, int(conf.settings.TRANSITIONS), MAX_NEXT_PAGES]
+    args += [paths_slack(MAX_NEXT_PAGES), MAX_TRANSITIONS_PER_DAY, TRANSITIONS_PER_DAY_SLACK, repr(now)]
     for view in views:
         script_keys.append(keys.session(view.user))
         args += [view.user, ENTRY_JSON.encode({"path": view.path, "ts": view.ts}), view.path]
@@ -109,7 +114,7 @@ def _queue_sessions(
 
 
 def _queue_page_counts(pipe: Pipeline, when: date, views: Sequence[PageView], ttl: int, now: float) -> int:
-    max_paths, day = conf.settings.PAGE_STATS_MAX_PATHS, day_name(when)
+    max_paths, day = MAX_PATHS_PER_DAY, day_name(when)
     script_keys = [keys.tombstones("pv"), keys.page_views(day), keys.path_views(day)]
     args: list[str | int] = [ttl, max_paths, paths_slack(max_paths), repr(now)]
     for view in views:
@@ -134,7 +139,7 @@ def _queue_viewer_names(
 def _queue_viewer_rank(pipe: Pipeline, when: date, views: Sequence[PageView], ttls: tuple[int, int], now: float) -> int:
     day, week = period_name("day", when), period_name("week", when)
     script_keys = [keys.tombstones("pv"), keys.top_viewers(day), keys.top_viewers(week)]
-    args: list[str | int] = [*ttls, conf.settings.REPORT_CANDIDATES, repr(now)]
+    args: list[str | int] = [*ttls, CANDIDATES, repr(now)]
     for view in views:
         script_keys += [keys.user_views(day, view.user), keys.user_views(week, view.user)]
         args.append(view.user)

@@ -1,10 +1,10 @@
 """Tracking middleware: records the signed-in user's last seen (and, for pages, i.e. GET answering
-2xx with HTML, a page view of their navigation session), or an anonymous visit. By default the
-request only hands its activity to its process's batches (``activity.services.tracking``), which a
-thread sends every ``ACTIVITY_TRACK_BATCH_MS``; with 0, each request sends its own, one round trip.
+2xx with HTML, a page view of their navigation session), or an anonymous visit. The request only
+hands its activity to its process's batches (``activity.services.tracking``), which a thread sends.
 
 Anonymous browsers get a random first-party visitor id cookie (128 bits from ``secrets``, signed
-with ``SECRET_KEY``; never derived from the IP), unless ``ACTIVITY_VISITOR_COOKIES`` is off, the
+with ``SECRET_KEY``, ``Secure`` over HTTPS; never derived from the IP), unless
+``ACTIVITY_VISITOR_COOKIES`` is off, the
 browser sends an opt-out signal the site honours (GPC, DNT: the cookie is then removed too) or the
 ``ACTIVITY_VISITOR_CONSENT`` callable says no for the request. What kind of traffic a request is
 (a person's, a bot's, a machine's) is ``activity.services.traffic.classify``'s call; bots and machines are
@@ -14,8 +14,8 @@ store. Anonymous visitors count as visitors, never as users.
 
 It fails open: when Redis cannot serve (unreachable, timing out, or refusing work: OOM, READONLY,
 BUSY, ...) the page is still served, the failure is logged and
-counted, and tracking pauses for ``ACTIVITY_FAIL_OPEN_BACKOFF`` seconds so a dead Redis does not
-add a connect timeout to every request.
+counted, and tracking pauses for a few seconds (``tracking.FAIL_OPEN_BACKOFF``) so a dead Redis
+does not add a connect timeout to every request.
 """
 
 from __future__ import annotations
@@ -43,17 +43,23 @@ logger = logging.getLogger("activity.web.middleware")
 # Set on a request whose caller's activity the API already recorded with its own round trip.
 RECORDED = "activity_recorded"
 
+# Requests tracked: these methods, answered with these statuses (redirects included).
+TRACK_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+TRACK_STATUSES = range(200, 400)
+# A page view is a GET answering 2xx with one of these content types.
+PAGE_CONTENT_TYPES = ("text/html",)
+VISITOR_COOKIE_NAME = "act_vid"
+VISITOR_COOKIE_AGE = 365 * 86400
+
 
 def tracks_request(request: HttpRequest) -> bool:
     """Whether requests like this one count as activity (method and path filters)."""
-    return request.method in conf.settings.TRACK_METHODS and not request.path.startswith(
-        conf.settings.TRACK_EXCLUDE_PATHS
-    )
+    return request.method in TRACK_METHODS and not request.path.startswith(conf.settings.TRACK_EXCLUDE_PATHS)
 
 
 def is_tracked(request: HttpRequest, response: HttpResponse) -> bool:
     """Whether this request/response pair counts as activity (method, status and path filters)."""
-    if not conf.settings.TRACK_MIN_STATUS <= response.status_code <= conf.settings.TRACK_MAX_STATUS:
+    if response.status_code not in TRACK_STATUSES:
         return False
     return tracks_request(request) and not getattr(request, RECORDED, False)
 
@@ -118,7 +124,7 @@ def tracked_visitor(request: HttpRequest, response: HttpResponse) -> str | None:
         return None
     if not is_tracked(request, response):
         return None
-    name = conf.settings.VISITOR_COOKIE_NAME
+    name = VISITOR_COOKIE_NAME
     if not visitor_cookies_allowed(request):
         if name in request.COOKIES and traffic.opted_out(request):
             response.delete_cookie(name, samesite="Lax")  # the browser asked: its id goes too
@@ -128,8 +134,8 @@ def tracked_visitor(request: HttpRequest, response: HttpResponse) -> str | None:
         response.set_cookie(
             name,
             Signer(salt=VISITOR_SIGNER_SALT).sign(secrets.token_hex(16)),
-            max_age=conf.settings.VISITOR_COOKIE_AGE,
-            secure=conf.settings.VISITOR_COOKIE_SECURE,
+            max_age=VISITOR_COOKIE_AGE,
+            secure=request.is_secure(),
             httponly=True,
             samesite="Lax",
         )
@@ -137,14 +143,12 @@ def tracked_visitor(request: HttpRequest, response: HttpResponse) -> str | None:
 
 
 def page_view_path(request: HttpRequest, response: HttpResponse) -> str | None:
-    """The path (with its query string; the service drops it unless configured) when this tracked
-    request is a page view: a GET answering 2xx with one of ``ACTIVITY_SESSION_CONTENT_TYPES``
-    (every type when that setting is empty)."""
+    """The path (with its query string, which the service drops) when this tracked request is a page
+    view: a GET answering 2xx with one of ``PAGE_CONTENT_TYPES``."""
     if request.method != "GET" or not 200 <= response.status_code <= 299:
         return None
-    types = conf.settings.SESSION_CONTENT_TYPES
     content_type = response.get("Content-Type", "").split(";", 1)[0].strip().lower()
-    if types and content_type not in types:
+    if content_type not in PAGE_CONTENT_TYPES:
         return None
     return request.get_full_path()[:MAX_PATH_LENGTH]
 

@@ -8,6 +8,3 @@ from project.settings import INSTALLED_APPS
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.uuid_site.accounts"]
 AUTH_USER_MODEL = "uuid_accounts.User"
 ROOT_URLCONF = "tests.pages"
-# Each request records its own activity before answering, as in the main test run (tests/conftest.py),
-# so the flush right after the visit finds it.
-ACTIVITY_TRACK_BATCH_MS = 0

@@ -16,7 +16,11 @@ from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from activity.models import UserActivity  # noqa: E402
-from activity.services import flush, privacy  # noqa: E402
+from activity.services import flush, privacy, tracking  # noqa: E402
+
+# Each request records its own activity before answering, as in the main test run (tests/conftest.py),
+# so the flush right after the visit finds it.
+tracking.BATCH_MS = 0
 
 call_command("migrate", verbosity=0)
 user = get_user_model().objects.create_user("uuid-user")

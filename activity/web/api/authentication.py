@@ -17,10 +17,11 @@ from django.dispatch import receiver
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 
-from activity import clock, conf
+from activity import clock
 from activity.expiring import ExpiringCache
 
 MAX_TOKENS = 10_000  # tokens remembered per process (the least recently used forgotten)
+TOKEN_CACHE_TTL = 30  # seconds a process keeps a token and its user after reading them
 
 
 tokens: ExpiringCache[tuple[Any, Token]] = ExpiringCache(MAX_TOKENS)
@@ -34,8 +35,7 @@ class CachedTokenAuthentication(TokenAuthentication):
         found = tokens.get(key)
         if found is None:
             found = super().authenticate_credentials(key)  # raises AuthenticationFailed when unknown
-            if conf.settings.TOKEN_CACHE_TTL > 0:
-                tokens.put(key, found, clock.now() + conf.settings.TOKEN_CACHE_TTL)
+            tokens.put(key, found, clock.now() + TOKEN_CACHE_TTL)
         return found
 
 

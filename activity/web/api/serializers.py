@@ -36,6 +36,7 @@ from activity.web.api.pagination import CURSOR_PATTERN, MAX_CURSOR_LENGTH, decod
 # a 64-bit integer (page=10^18 was a 500); MAX_ROWS bounds page x page_size whatever
 # ACTIVITY_MAX_PAGE_SIZE is set to.
 MAX_PAGE = 1_000_000
+MAX_PAGE_SIZE = 500
 MAX_ROWS = 1_000_000_000
 MAX_GROUP_ID = 2**63 - 1
 INTEGER_RE = re.compile(r"0|[1-9][0-9]*")
@@ -206,7 +207,7 @@ class _PageSizeSerializer(QuerySerializer):
         fields = super().get_fields()
         fields["page_size"] = QueryIntegerField(
             min_value=1,
-            max_value=conf.settings.MAX_PAGE_SIZE,
+            max_value=MAX_PAGE_SIZE,
             required=False,
             default=self.default_page_size,
             help_text="Rows per page, at most ACTIVITY_MAX_PAGE_SIZE.",

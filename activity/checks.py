@@ -141,7 +141,7 @@ def partitions(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessa
         checks.Error(
             f"ACTIVITY_LAST_SEEN_PARTITIONS and the data in Redis disagree: {problem}.",
             hint="Set ACTIVITY_LAST_SEEN_PARTITIONS to the layout Redis holds, or move the data with "
-            "manage.py activity_partition_last_seen (README: Redis Cluster).",
+            "manage.py activity_partition_last_seen (docs/redis-cluster.md).",
             id="activity.E005",
         )
         for problem in problems

@@ -10,7 +10,7 @@ and loads it with wrk on the tracked page as an anonymous visitor (32 connection
 100th request in it), then the measured run. A probe in each worker
 (``bench/gunicorn_gc_probe.py``: the same settings plus ``gc.callbacks``) records every collection;
 those that started during the measured run are counted. Writes ``bench/results/gc_pauses.json``
-and ``.md``, which the README quotes. Needs Debian's ``wrk``.
+and ``.md``, which docs/benchmarks.md includes. Needs Debian's ``wrk``.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def write(name: str, results: dict[str, Any], table: list[list[str]], notes: str = "") -> None:
-    """Write bench/results/<name>.json and a Markdown table <name>.md that the README quotes."""
+    """Write bench/results/<name>.json and a Markdown table <name>.md that docs/benchmarks.md includes."""
     RESULTS.mkdir(exist_ok=True)
     results = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d"), **results}
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -24,7 +24,7 @@ by who spends it: the server's processes (user space, kernel), Redis and wrk. Th
 saturated, so a case's rate is the machine's CPU over its CPU per request, and that table says which
 part of a request a ratio is made of. It writes ``bench/results/http.json`` and ``http.md``.
 ``--with-granian`` also runs every case against granian (same workers and threads), interleaved with
-gunicorn's, for the README's choice of server. wrk is Debian's ``wrk`` package (``apt-get install
+gunicorn's, for the choice of server (docs/serving.md). wrk is Debian's ``wrk`` package (``apt-get install
 wrk``); its script is ``bench/http_wrk.lua``.
 """
 

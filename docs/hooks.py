@@ -5,6 +5,8 @@ A page asks for one with an HTML comment, which the hook replaces:
 
 - ``<!-- key-schema -->``: every key family of ``activity.store.keys.FAMILIES``;
 - ``<!-- settings -->``: every setting of ``activity.conf.SETTINGS``;
+- ``<!-- constants -->``: the former settings that are named constants now (``CONSTANTS``), with
+  their values;
 - ``<!-- bench: NAME -->``: ``bench/results/NAME.md`` as the benchmark wrote it;
 - ``<!-- include: PATH -->``: a file of the repository (the changelog);
 - ``<!-- readme: HEADING -->``: the README's section of that heading (the steps the install test runs).
@@ -15,6 +17,7 @@ broken link. The app is imported with the example project's settings, read from 
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
@@ -26,9 +29,50 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parent.parent
-MARKER = re.compile(r"<!-- (key-schema|settings|bench: [\w-]+|include: [\w./-]+|readme: [^>]+?) -->")
+MARKER = re.compile(r"<!-- (key-schema|settings|constants|bench: [\w-]+|include: [\w./-]+|readme: [^>]+?) -->")
 # Images the benchmark pages show, served from bench/results/ under benchmarks/.
 IMAGES = ("membership.png",)
+
+# What each former ``ACTIVITY_*`` setting became (issue 33): the constant, in the module that uses it.
+CONSTANTS = (
+    ("activity.services.tracking.BATCH_MS", "ACTIVITY_TRACK_BATCH_MS"),
+    ("activity.services.tracking.BATCH_SIZE", "ACTIVITY_TRACK_BATCH_SIZE"),
+    ("activity.services.tracking.BUFFER_MAX", "ACTIVITY_TRACK_BUFFER_MAX"),
+    ("activity.services.tracking.FAIL_OPEN_BACKOFF", "ACTIVITY_FAIL_OPEN_BACKOFF"),
+    ("activity.web.middleware.TRACK_METHODS", "ACTIVITY_TRACK_METHODS"),
+    ("activity.web.middleware.TRACK_STATUSES", "ACTIVITY_TRACK_MIN_STATUS, ACTIVITY_TRACK_MAX_STATUS"),
+    ("activity.web.middleware.PAGE_CONTENT_TYPES", "ACTIVITY_SESSION_CONTENT_TYPES"),
+    ("activity.web.middleware.VISITOR_COOKIE_NAME", "ACTIVITY_VISITOR_COOKIE_NAME"),
+    ("activity.web.middleware.VISITOR_COOKIE_AGE", "ACTIVITY_VISITOR_COOKIE_AGE"),
+    ("activity.services.sessions.KEEP_QUERY", "ACTIVITY_SESSION_KEEP_QUERY"),
+    ("activity.services.sessions.EXCLUDE_PATHS", "ACTIVITY_SESSION_EXCLUDE_PATHS"),
+    ("activity.store.sessions.MAX_PATHS_PER_DAY", "ACTIVITY_PAGE_STATS_MAX_PATHS"),
+    ("activity.store.sessions.MAX_NEXT_PAGES", "ACTIVITY_TRANSITIONS_MAX_NEXT"),
+    ("activity.store.sessions.CANDIDATES", "ACTIVITY_REPORT_CANDIDATES"),
+    ("activity.services.reports.TOP", "ACTIVITY_REPORT_TOP"),
+    ("activity.services.reports.STALE_S", "ACTIVITY_REPORT_STALE"),
+    ("activity.services.reports.WAIT_S", "ACTIVITY_REPORT_WAIT"),
+    ("activity.services.reports.MERGE_SLICE", "ACTIVITY_REPORT_MERGE_SLICE"),
+    ("activity.services.reports.MERGE_SLICES_PER_RUN", "ACTIVITY_REPORT_MERGE_SLICES_PER_RUN"),
+    ("activity.store.keys.REPORT_READ_WINDOW", "ACTIVITY_REPORT_READ_WINDOW"),
+    ("activity.schedule.REPORT_REFRESH_INTERVAL", "ACTIVITY_REPORT_REFRESH_INTERVAL"),
+    ("activity.schedule.PRUNE_INTERVAL", "ACTIVITY_PRUNE_INTERVAL"),
+    ("activity.schedule.SWEEP_INTERVAL", "ACTIVITY_SWEEP_INTERVAL"),
+    ("activity.services.sweep.DEFAULT_TTL", "ACTIVITY_SWEEP_DEFAULT_TTL"),
+    ("activity.services.flush.BATCH", "ACTIVITY_FLUSH_BATCH"),
+    ("activity.services.locks.JOB_LOCK_TTL", "ACTIVITY_JOB_LOCK_TTL"),
+    ("activity.services.privacy.TOMBSTONE_TTL", "ACTIVITY_ERASE_TOMBSTONE_TTL"),
+    ("activity.services.groups.VIEW_TTL", "ACTIVITY_GROUP_VIEW_TTL"),
+    ("activity.services.recommendations.WINDOW_DAYS", "ACTIVITY_RECOMMEND_DAYS"),
+    ("activity.services.recommendations.RECENT_PAGES", "ACTIVITY_RECOMMEND_RECENT_PAGES"),
+    ("activity.services.ingest.DAY_WRITES_CACHE", "ACTIVITY_DAY_WRITES_CACHE"),
+    ("activity.store.audience.MAX_ID", "ACTIVITY_ACTIVE_BITMAP_MAX_ID"),
+    ("activity.store.audience.PARTITION_BITS", "ACTIVITY_VISITOR_PARTITION_BITS"),
+    ("activity.web.api.authentication.TOKEN_CACHE_TTL", "ACTIVITY_TOKEN_CACHE_TTL"),
+    ("activity.web.api.serializers.MAX_PAGE_SIZE", "ACTIVITY_MAX_PAGE_SIZE"),
+    ("activity.admin.dashboard.REFRESH_S", "ACTIVITY_DASHBOARD_REFRESH"),
+    ("activity.admin.figures.DAYS", "ACTIVITY_DASHBOARD_DAYS"),
+)
 
 LIFETIMES = {
     "long-lived": "none: one of the few long-lived families; the sweep leaves it",
@@ -83,10 +127,23 @@ def settings_table() -> str:
     _django()
     from activity import conf
 
-    rows = ["| setting | default | why change it |", "|---|---|---|"]
+    rows = ["| setting | default | minimum | why change it |", "|---|---|---|---|"]
     for setting in conf.SETTINGS:
         default = repr(setting.default).replace("|", "\\|")
-        rows.append(f"| `{setting.name}` | `{default}` | {_cell(setting.why)} |")
+        minimum = "" if setting.minimum is None else f"`{setting.minimum!r}`"
+        rows.append(f"| `{setting.name}` | `{default}` | {minimum} | {_cell(setting.why)} |")
+    return "\n".join(rows)
+
+
+def constants_table() -> str:
+    """One row per former setting that is a named constant now: the constant, its value, the setting it was."""
+    _django()
+    rows = ["| constant (in `activity`) | value | was the setting |", "|---|---|---|"]
+    for dotted, former in CONSTANTS:
+        module, _, name = dotted.rpartition(".")
+        value = repr(getattr(importlib.import_module(module), name)).replace("|", "\\|")
+        was = ", ".join(f"`{setting}`" for setting in former.split(", "))
+        rows.append(f"| `{dotted.removeprefix('activity.')}` | `{value}` | {was} |")
     return "\n".join(rows)
 
 
@@ -117,6 +174,8 @@ def expand(marker: str) -> str:
         return key_schema()
     if marker == "settings":
         return settings_table()
+    if marker == "constants":
+        return constants_table()
     kind, _, argument = marker.partition(": ")
     if kind == "bench":
         return _escaped(_read(ROOT / "bench" / "results" / f"{argument}.md").strip())

@@ -6,8 +6,8 @@ the service's requests are Python work with short waits on Redis and the databas
 per process only contend for the GIL (``bench.http``: a tracked signed-in page at 0.36x its floor
 with 4 threads, 0.83x with 2, 0.77-0.95x with 1). The environment sets the sizes: ``WEB_CONCURRENCY``
 worker processes (default two per CPU this process may run on) and ``WEB_THREADS`` threads each
-(default 1; raise it if many readers may wait at once on cold report rebuilds, up to
-``ACTIVITY_REPORT_WAIT`` s each); ``HOST`` and ``PORT`` as for the rest of the project. Any
+(default 1; raise it if many readers may wait at once on cold report rebuilds, up to twice
+``activity.services.reports.WAIT_S`` s each); ``HOST`` and ``PORT`` as for the rest of the project. Any
 other gunicorn flag can be added through ``GUNICORN_CMD_ARGS`` (``--access-logfile -`` for example).
 The app is not preloaded: each worker imports Django and opens its own Redis and database
 connections after the fork.

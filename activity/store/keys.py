@@ -275,19 +275,19 @@ def new_visitors_harvested(shard: int, day: str) -> str:
 
 @family("{uv}:day:<day>", "string", DATED)
 def unique_visitors(day: str) -> str:
-    """HyperLogLog: every visitor (user or anonymous) seen on ``day``. TTL."""
+    """HyperLogLog: the anonymous visitors seen on ``day`` (signed-in ones count as active users). TTL."""
     return f"{prefix()}{{uv}}:day:{day}"
 
 
 @family("{uv}:week:<week>", "string", DATED)
 def unique_visitors_week(week: str) -> str:
-    """HyperLogLog: every visitor seen in ISO ``week`` (YYYYWww). TTL."""
+    """HyperLogLog: the anonymous visitors seen in ISO ``week`` (YYYYWww). TTL."""
     return f"{prefix()}{{uv}}:week:{week}"
 
 
 @family("{uv}:month:<month>", "string", DATED)
 def unique_visitors_month(month: str) -> str:
-    """HyperLogLog: every visitor seen in ``month`` (YYYYMM). TTL."""
+    """HyperLogLog: the anonymous visitors seen in ``month`` (YYYYMM). TTL."""
     return f"{prefix()}{{uv}}:month:{month}"
 
 

@@ -1,9 +1,6 @@
-"""The service's calendar: UTC days, ISO weeks (Monday first) and months, and how keys name them.
-
-Every per-day or per-week figure is filed under the names made here (``20261123``, ``2026W48``,
-``d:20261123``, ``w:2026W48``), so the writers, the readers and the rollup always agree on which
-day an event belongs to.
-"""
+"""UTC days, ISO weeks (Monday first) and months, and the names keys give them (``20261123``,
+``2026W48``, ``d:20261123``): made in one place, so writers, readers and the rollup agree on an
+event's day."""
 
 from __future__ import annotations
 
@@ -21,12 +18,10 @@ NAMES_CACHED = 256
 
 
 def utc(ts: float) -> datetime:
-    """Epoch seconds as an aware UTC datetime."""
     return datetime.fromtimestamp(ts, UTC)
 
 
 def day_of(ts: float) -> date:
-    """The UTC day of epoch time ``ts``."""
     return utc(ts).date()
 
 
@@ -35,7 +30,6 @@ def today() -> date:
 
 
 def midnight(day: date) -> datetime:
-    """The start of a UTC day."""
     return datetime.combine(day, time(), UTC)
 
 

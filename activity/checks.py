@@ -1,11 +1,6 @@
-"""System checks (Django's check framework): a wrong setup is reported by ``manage.py check`` (and
-by ``runserver`` and ``migrate``, which run it) rather than found later as missing data.
-
-None of them talks to Redis or the database but one: checks run before every management command.
-``ActivityConfig.ready`` registers them under the tag ``activity``; the ones about production run
-under ``check --deploy``, and the partition check among them reads Redis (one round trip).
-Silence one with ``SILENCED_SYSTEM_CHECKS = ["activity.W002"]``.
-"""
+"""System checks (tag ``activity``): a wrong setup is reported by ``manage.py check``, ``runserver``
+and ``migrate`` rather than found later as missing data. Checks run before every management command,
+so none talks to Redis or the database except the deploy-only partition check (one round trip)."""
 
 from __future__ import annotations
 

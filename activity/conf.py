@@ -1,12 +1,7 @@
-"""The service's public settings: each has a default and a reason a site would change it.
-
-Everything else the service could tune is a named constant in the module that uses it. Each value is
-read from Django's settings (the example project fills them from the environment) on first use and
-kept until a setting changes (Django's ``setting_changed``, which ``override_settings`` sends).
-Strings are coerced to the default's type, so environment variables work; a value that cannot be
-coerced, or is below its minimum, raises ``ImproperlyConfigured`` naming the setting, and the system
-check ``activity.E006`` reports it at start-up.
-"""
+"""The public settings, each with a default and why a site would change it; anything else tunable
+is a named constant in the module that uses it. A value is read on first use and forgotten on
+``setting_changed``; strings are coerced to the default's type (environment variables work), and a
+bad value raises ``ImproperlyConfigured``, which the check ``activity.E006`` reports at start-up."""
 
 from __future__ import annotations
 
@@ -177,8 +172,8 @@ def _coerce(setting: Setting, value: Any) -> Any:
 
 
 class _Settings:
-    """Attribute access to the settings: ``conf.settings.ONLINE_WINDOW``. A value read once becomes
-    an attribute, so later reads (dozens a request) are plain attribute reads."""
+    """``conf.settings.ONLINE_WINDOW``: a value read once becomes an attribute, so the dozens of
+    reads a request makes are plain attribute reads."""
 
     def __getattr__(self, attr: str) -> Any:
         value = get(f"ACTIVITY_{attr}")

@@ -1,9 +1,6 @@
-"""The service's own exceptions, in one place.
-
-Code above the store never sees redis-py's errors: the store's client turns every reply that means
-"Redis cannot serve now" into ``StoreUnavailable`` (see ``activity.store.client``), and the entry
-points map that one class to their own answer (503, fail open, retry later).
-"""
+"""The service's own exceptions. Code above the store never sees redis-py's: the store turns "Redis
+cannot serve now" into ``StoreUnavailable``, which each entry point maps to its answer (503, fail
+open, retry later)."""
 
 from __future__ import annotations
 
@@ -15,12 +12,9 @@ class ActivityError(Exception):
 
 
 class StoreUnavailable(ActivityError):
-    """Redis cannot serve now: unreachable, timing out, or answering a server state such as OOM,
-    READONLY, LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN or NOREPLICAS. Worth retrying later.
-
-    ``reason`` is the reply code (``OOM``, ``READONLY``, ...) or ``connection`` / ``timeout``.
-    Rebuilt from its ``args`` (pickle, Celery's result backends), so a retried task keeps its class.
-    """
+    """Redis cannot serve now (unreachable, timing out, or refusing work: OOM, READONLY, ...): worth
+    retrying later. ``reason`` is the reply code, ``connection`` or ``timeout``. Rebuilt from its
+    ``args``, so it survives pickling (Celery) with its class."""
 
     def __init__(self, reason: str, message: str = "") -> None:
         super().__init__(reason, message)
@@ -40,11 +34,8 @@ class InvalidValue(ActivityError, ValueError):
 
 
 class InvalidBatch(ActivityError, ValueError):
-    """A batch of events breaks the ingest rules; nothing of it was recorded.
-
-    ``errors`` has DRF's nested field-error shape (``{"events": {"3": {"ts": ["reason"]}}}``), and
-    ``str(error)`` is that as JSON, so a Celery task's failure carries what the API would answer.
-    """
+    """A batch breaks the ingest rules; nothing of it was recorded. ``errors`` has DRF's nested
+    field-error shape and ``str(error)`` is it as JSON, so a failed task carries what the API answers."""
 
     def __init__(self, errors: dict[str, object]) -> None:
         super().__init__(errors)

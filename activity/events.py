@@ -1,9 +1,5 @@
-"""The event value type and the rules every entry point (API, tasks, middleware) validates with.
-
-Each ``clean_*`` function returns the cleaned value or raises ``InvalidValue`` with a reason a
-client can act on. ``clean_events`` validates a whole batch for the ingest API and the Celery task
-alike, and reports every bad field at once in DRF's nested error shape (docs/api.md).
-"""
+"""The event type and the rules every entry point (API, tasks, middleware) validates with: each
+``clean_*`` returns the cleaned value or raises ``InvalidValue`` with a reason a client can act on."""
 
 from __future__ import annotations
 
@@ -47,9 +43,8 @@ def clean_user(value: object) -> str:
 
 
 def clean_ts(value: object, now: float | None = None) -> float:
-    """Epoch seconds (a number, or an ISO 8601 string with an offset), rounded to the millisecond:
-    at least ``MIN_TS`` (so 0, -0 and values that underflow to 0 are refused, not stored as 1970) and
-    not more than ``MAX_FUTURE_SKEW`` seconds in the future."""
+    """Epoch seconds (a number, or ISO 8601 with an offset), rounded to the millisecond; at least
+    ``MIN_TS`` (0, -0 and underflows are refused, not stored as 1970), at most ``MAX_FUTURE_SKEW`` ahead."""
     if isinstance(value, bool):
         raise InvalidValue("Must be a number of epoch seconds or an ISO 8601 string, not a boolean.")
     if isinstance(value, (int, float)):
@@ -73,8 +68,8 @@ def clean_ts(value: object, now: float | None = None) -> float:
 
 
 def _iso_to_epoch(value: str) -> float:
-    """An ISO 8601 date-time that names its UTC offset, as epoch seconds: a time without an offset
-    could be anyone's local time, so it is refused rather than taken as UTC."""
+    """Epoch seconds of an ISO 8601 date-time; one without an offset could be anyone's local time,
+    so it is refused rather than taken as UTC."""
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
@@ -85,8 +80,8 @@ def _iso_to_epoch(value: str) -> float:
 
 
 def clean_path(value: object) -> str:
-    """A page path: a string of at most ``MAX_PATH_LENGTH`` characters that encodes as UTF-8 (a lone
-    surrogate, which JSON's \\u escapes can carry, cannot be sent to Redis)."""
+    """A path of at most ``MAX_PATH_LENGTH`` characters that encodes as UTF-8: a lone surrogate,
+    which JSON's \\u escapes can carry, cannot be sent to Redis."""
     if not isinstance(value, str):
         raise InvalidValue("Must be a string.")
     if len(value) > MAX_PATH_LENGTH:
@@ -124,12 +119,9 @@ def _clean_event(raw: object, now: float) -> Event | dict[str, list[str]]:
 
 
 def clean_events(raw: object, now: float | None = None) -> list[Event]:
-    """A batch of events as sent to ``POST /api/v1/events/`` (``events``) or the ingest task.
-
-    An event without ``ts`` happened ``now``. Raises ``InvalidBatch`` naming every bad field (by
-    the event's index) when any event is bad, so a batch is recorded whole or not at all. The size
-    is checked first: an oversized batch costs no per-event work.
-    """
+    """A batch as the ingest API and task take it; an event without ``ts`` happened ``now``.
+    Raises ``InvalidBatch`` naming every bad field by event index, so a batch is recorded whole or
+    not at all; the size is checked first, so an oversized batch costs no per-event work."""
     now = clock.now() if now is None else now
     if not isinstance(raw, list):
         raise InvalidBatch({"events": [f'Expected a list of items but got type "{type(raw).__name__}".']})

@@ -1,10 +1,6 @@
-"""A bounded, thread-safe map whose entries expire: what a process remembers for a while.
-
-Used where a process saves itself a database query or a Redis command by remembering an answer:
-API tokens (``api.authentication``), clients over their rate limit (``rate_limits``) and activity
-already written today (``services``). Bounded: past ``size`` entries the least recently used go, so
-no client can grow it.
-"""
+"""A bounded, thread-safe map whose entries expire: what a process remembers to save a query or a
+Redis command (API tokens, rate-limit counts, today's activity writes). Past ``size`` entries the
+least recently used go, so no client can grow it."""
 
 from __future__ import annotations
 
@@ -25,7 +21,7 @@ class ExpiringCache(Generic[V]):
         self.size = size
 
     def get(self, key: Hashable) -> V | None:
-        """The value stored under ``key`` unless it expired (``clock.now()``)."""
+        """None when missing or expired (by ``clock.now()``, so tests can move time)."""
         with self._lock:
             found = self._entries.get(key)
             if found is None:
@@ -37,7 +33,6 @@ class ExpiringCache(Generic[V]):
             return found[0]
 
     def put(self, key: Hashable, value: V, until: float) -> None:
-        """Remember ``value`` under ``key`` until the time ``until``."""
         with self._lock:
             self._entries[key] = (value, until)
             self._entries.move_to_end(key)

@@ -1,8 +1,5 @@
-"""The SQL that writes flushed last seen: one statement per batch, never moving a row back.
-
-Kept in one place, on the model's manager, so the flush (``activity.services.flush``) deals only with
-batches, and the statement's shape (and why it is built by hand) is read in one file.
-"""
+"""The SQL that writes flushed last seen: one statement per batch, never moving a row back. Built by
+hand, on the model's manager, so the flush (``activity.services.flush``) deals only in batches."""
 
 from __future__ import annotations
 
@@ -18,17 +15,10 @@ from activity import clock
 
 
 def _upsert_sql(db_table: str, rows: int) -> str:
-    """One INSERT ... SELECT ... ON CONFLICT per batch whose update keeps the greater ``last_seen``.
-
-    The batch is the relation ``batch(user_id, seen, candidate)``. On PostgreSQL it travels as three
-    comma-joined strings that ``string_to_array`` splits (see ``_joined``), the times as epoch
-    floats that ``to_timestamp`` converts: as typed arrays, which the driver formats element by
-    element, a 2,000-row batch took 55 ms instead of 32 (measured side by side). Elsewhere it is a
-    VALUES list.
-    ``candidate`` is the id as a Django user pk where it parses as one; the LEFT JOIN keeps it only
-    if that user exists, so the account is filled in the same statement. ``WHERE true`` lets
-    SQLite tell the upsert's ON from a join's.
-    """
+    """One INSERT ... SELECT ... ON CONFLICT a batch, keeping the greater ``last_seen``. On PostgreSQL
+    the batch is three comma-joined strings, as the driver formats typed arrays element by element
+    (docs/flush.md); the LEFT JOIN fills the account in the same statement; ``WHERE true`` lets SQLite
+    tell the upsert's ON from the join's."""
     quote = connection.ops.quote_name
     table = quote(db_table)
     user = get_user_model()._meta
@@ -57,12 +47,9 @@ def _upsert_sql(db_table: str, rows: int) -> str:
 
 
 def account_candidates(user_ids: Sequence[str]) -> list[object | None]:
-    """Each id as the Django user pk it spells (``str(pk) == id``, within the column), else None.
-
-    "007" is not user 7: the middleware records ``str(user.pk)``, so only that spelling is a user.
-    Integer keys, the common case, skip ``run_validators``: it cost more than the rest of a batch's
-    Python, which runs beside the database's write and slowed it (about 12% fewer rows/s).
-    """
+    """Each id as the Django user pk it spells (``str(pk) == id``, within the column), else None:
+    the middleware records ``str(user.pk)``, so "007" is not user 7. Integer keys skip
+    ``run_validators``, which cost more than the rest of a batch's Python and slowed the flush."""
     pk_field = get_user_model()._meta.pk
     if isinstance(pk_field, models.IntegerField):
         low, high = connection.ops.integer_field_range(pk_field.get_internal_type())
@@ -91,8 +78,8 @@ def account_candidates(user_ids: Sequence[str]) -> list[object | None]:
 
 
 def _joined(values: Sequence[str]) -> str:
-    """``values`` joined for ``string_to_array(..., ',')``. User ids never hold a comma (they match
-    ``events.USER_ID_RE``), nor do numbers or the pk values parsed from such ids; checked anyway."""
+    """``values`` joined for ``string_to_array``. Ids, numbers and pks parsed from ids never hold a
+    comma; checked anyway, as one would shift every later value into the wrong row."""
     text = ",".join(values)
     if text.count(",") != len(values) - 1:
         raise ValueError(f"a flushed value holds a comma: {[value for value in values if ',' in value][:3]}")
@@ -113,11 +100,9 @@ class Upsert:
 
 
 def _build_upsert(db_table: str, rows: Sequence[tuple[str, float]]) -> Upsert:
-    """The greater-of upsert of (user id, last-seen epoch seconds) pairs; ``rows`` must not be empty.
-
-    ``bulk_create(update_conflicts=True)`` can only overwrite, so a late or repeated flush could
-    move ``last_seen`` back; PostgreSQL's GREATEST and SQLite's two-argument MAX keep the later one.
-    """
+    """The upsert of (user id, last-seen epoch seconds) pairs; ``rows`` must not be empty. Not
+    ``bulk_create(update_conflicts=True)``: it can only overwrite, so a late or repeated flush
+    could move ``last_seen`` back."""
     adapt = connection.ops.adapt_datetimefield_value
     user_ids = [user_id for user_id, _ in rows]
     candidates = account_candidates(user_ids)
@@ -134,7 +119,7 @@ def _build_upsert(db_table: str, rows: Sequence[tuple[str, float]]) -> Upsert:
 
 class UserActivityManager(models.Manager):
     def build_upsert(self, rows: Sequence[tuple[str, float]]) -> Upsert:
-        """The statement writing ``rows`` (see ``_build_upsert``), to run later."""
+        """The statement writing ``rows``, built now and run later (the flush overlaps the two)."""
         return _build_upsert(self.model._meta.db_table, rows)
 
     def upsert_last_seen(self, rows: Sequence[tuple[str, float]]) -> None:

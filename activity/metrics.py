@@ -1,9 +1,6 @@
-"""The service's Prometheus counters (prometheus-client); ``activity.services.health`` serves them.
-
-A leaf module (nothing of ours imported), so every layer, the store included, can count into it.
-Counters live in the process that counts (web workers, Celery workers); under ``make run`` every
-process shares ``PROMETHEUS_MULTIPROC_DIR`` (prometheus-client's multiprocess mode).
-"""
+"""The service's Prometheus counters, served by ``activity.services.health``. A leaf module (imports
+nothing of ours), so every layer, the store included, can count; with ``PROMETHEUS_MULTIPROC_DIR``
+one scrape sums every process's counts."""
 
 from __future__ import annotations
 

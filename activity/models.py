@@ -31,10 +31,9 @@ class UserActivity(models.Model):
         verbose_name = "user activity"
         verbose_name_plural = "user activity"
         ordering = ["-last_seen"]
-        # Every index is written by each flushed row, so there are only the ones queries use: the
-        # user id (the primary key: no surrogate id to index), last seen, and the Django user for
-        # the rows that have one. Migration 0003 drops the LIKE-pattern index that PostgreSQL
-        # gets for a CharField key; no query here uses it.
+        # Each flushed row writes every index, so there are only the ones queries use: the user id,
+        # last seen, and the Django user where there is one. Migration 0003 drops the LIKE-pattern
+        # index PostgreSQL gives a CharField key; no query uses it.
         indexes = [
             models.Index(fields=["account"], condition=models.Q(account__isnull=False), name="activity_account_idx")
         ]
@@ -49,9 +48,8 @@ class UserActivity(models.Model):
 
 
 class Dashboard(UserActivity):
-    """No data of its own: it gives the activity dashboard its place in the admin index
-    (``activity.admin.dashboard``). Its permissions are ``UserActivity``'s: ``view_dashboard`` and
-    ``run_jobs``."""
+    """No data of its own: it gives the dashboard (``activity.admin.dashboard``) its place in the
+    admin index; its permissions are ``UserActivity``'s ``view_dashboard`` and ``run_jobs``."""
 
     class Meta:
         proxy = True

@@ -1,11 +1,6 @@
-"""The Celery beat schedule. A site's Celery app installs it with one line,
-``app.on_after_configure.connect(install_beat_schedule)`` (docs: "Adding it to a site").
-
-It names tasks by string and imports no task module: Celery builds it before Django is set up.
-Each part of the service contributes a function returning its entries; ``beat_schedule`` merges
-them, so adding a job is one function plus one line in ``PARTS``. Every entry expires after its
-interval: a worker that was down does not come back to a pile of stale runs.
-"""
+"""The Celery beat schedule, installed by ``app.on_after_configure.connect(install_beat_schedule)``.
+Tasks are named by string, as Celery builds the schedule before Django is set up; every entry
+expires after its interval, so a worker that was down does not come back to a pile of stale runs."""
 
 from __future__ import annotations
 
@@ -68,9 +63,6 @@ def beat_schedule() -> dict[str, dict[str, Any]]:
 
 
 def install_beat_schedule(sender: Celery, **kwargs: Any) -> None:
-    """``on_after_configure`` receiver: adds the app's entries to the Celery app's beat schedule.
-
-    Built once the configuration is read, so the intervals come from the settings in force; an
-    entry of the same name in the site's own schedule (``CELERY_BEAT_SCHEDULE``) wins.
-    """
+    """``on_after_configure`` receiver: add the app's entries, built once the settings are read; an
+    entry of the same name in the site's own ``CELERY_BEAT_SCHEDULE`` wins."""
     sender.conf.beat_schedule = {**beat_schedule(), **(sender.conf.beat_schedule or {})}

@@ -1,12 +1,8 @@
-"""The app's Celery tasks: thin over its services, idempotent, and retried while Redis is away.
-
-A task whose work raised ``StoreUnavailable`` (Redis restarting, failing over, refusing writes) is
-retried with exponential backoff; any other error is the task's own and is not. Tasks are
-acknowledged only once they ran (``acks_late``), so a worker killed mid-task leaves the message to
-another worker: every task is idempotent, and each says why. The scheduled jobs run under their job
-lock (two workers or two beat instances never run one job at once), skip when the job is busy, and
-end before their lock can expire. Their beat schedule is ``activity.schedule``.
-"""
+"""The app's Celery tasks, thin over the services. ``StoreUnavailable`` is retried with backoff (not
+by the report tasks: the next run redoes them), any other error is the task's own; retried tasks are
+acknowledged once they ran, so a killed worker's task runs again elsewhere. Each is safe to rerun but
+``record_events``, whose replay counts page views again. Scheduled jobs run under their lock, skip
+when it is taken, and end before it expires (docs/scheduled-jobs.md)."""
 
 from __future__ import annotations
 
@@ -41,15 +37,10 @@ def while_redis_is_away(max_retries: int | None, backoff_max: int = 300) -> dict
 
 @shared_task(name="activity.record_events", **while_redis_is_away(max_retries=10, backoff_max=60))
 def record_events(events: list[dict[str, Any]]) -> dict[str, int]:
-    """Record a batch of events (dicts as in ``POST /api/v1/events/``).
-
-    A bad batch raises ``InvalidBatch`` (the API's error shape as JSON) and is not retried: it
-    stays bad however often it runs. A retry after Redis refused the batch records it once. A
-    replay of a batch Redis did take (its reply lost to a timeout, or a worker killed before the
-    acknowledgement) leaves last seen, active users and visitors as they were (they only move
-    forward, or are sets) but counts the batch's page views again. Give each event a ``ts`` when
-    sending, so a retry records the time of the event rather than the time of the retry.
-    """
+    """Record a batch of events (dicts as ``POST /api/v1/events/`` takes them); a bad batch raises
+    ``InvalidBatch``, never retried. A replay of a batch Redis took (its reply lost to a timeout, a
+    worker killed before the ack) leaves last seen and the audience figures as they were but counts
+    the page views again. Give each event a ``ts``, so a retry records the event's time, not its own."""
     result = ingest.record_events(clean_events(events))
     return {"accepted": result.accepted, "last_seen_updated": result.last_seen_updated}
 
@@ -107,12 +98,9 @@ def erase_user(user: str) -> dict[str, int]:
 
 @shared_task(name="activity.refresh_reports", soft_time_limit=REPORT_REFRESH_INTERVAL)
 def refresh_reports() -> int:
-    """Merge the current day's and week's pending by-name entries (at most
-    ACTIVITY_REPORT_MERGE_SLICES_PER_RUN slices a period), then rebuild the reports people read
-    lately before their copies expire; returns how many were rebuilt.
-
-    Not retried: a failed run is redone by the next one, one interval later.
-    """
+    """Merge the current pending by-name entries (at most ``reports.MERGE_SLICES_PER_RUN`` slices a
+    period), then rebuild the reports read lately before they expire; returns how many were built.
+    Not retried: the next run, one interval later, redoes a failed one."""
     return reports.refresh()
 
 

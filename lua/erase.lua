@@ -1,6 +1,6 @@
--- Erase one user from the keys of one hash tag and tombstone them there, in one atomic step, so a
--- write of the same slot lands either before the erase (and is erased) or after it (and skips the
--- tombstoned member). Each key comes with what to do to it (ARGV[3 + i] for KEYS[1 + i]):
+-- Erase one user from the keys of one hash tag and tombstone them there, atomically, so a write of
+-- the slot lands before the erase (and is erased) or after it (and is skipped). Each key comes with
+-- its operation (ARGV[3 + i] for KEYS[1 + i]):
 --   del      DEL the key (a per-user key)
 --   zrem     ZREM the member
 --   hdel     HDEL the member as a field

@@ -1,9 +1,7 @@
--- Acknowledge flushed members: remove each from "claimed" only if it still carries this flush's
--- claim time. A claim that the reaper handed back and another flush re-claimed carries a newer
--- claim time and stays, so a slow flush can never drop a claim that is not its own.
--- A member erased since its claim (tombstoned at now) stays claimed and is returned: the flush
--- deletes the row it has just written, then forgets the claim; a flush that dies first leaves
--- the claim to the reaper, and the next claim reports the member again.
+-- Acknowledge flushed members: remove each from "claimed" only while it carries this flush's claim
+-- time, so a slow flush never drops a newer claim that is not its own. A member erased since its
+-- claim stays claimed and is returned: the flush deletes its row, then forgets the claim (a flush
+-- that dies first leaves it to the reaper, and the next claim reports the member again).
 --
 -- KEYS[1]  claimed sorted set (score = claim time)
 -- KEYS[2]  tombstones of erased users (member -> expiry)
@@ -11,8 +9,6 @@
 -- ARGV[2]  now, epoch seconds
 -- ARGV[3], ARGV[4], ...  the members this flush wrote to the database
 -- Returns  {the number of members removed from "claimed", {the erased members kept there}}.
---
--- One ZMSCORE and one variadic ZREM per chunk of members, not two calls per member.
 if #KEYS ~= 2 or #ARGV < 2 then
   return redis.error_reply('flush_ack: expected 2 keys, the claim time, now and members')
 end

@@ -8,13 +8,9 @@
 -- KEYS[4]  tombstones of erased users (member -> expiry)
 -- ARGV[1]  now, epoch seconds: the claim time (the caller's clock; scripts never read the clock)
 -- ARGV[2]  how many members to claim at most (the oldest changes first)
--- Returns  two arrays: a flat member1, last_seen1, member2, last_seen2, ... of the claimed members
---          with their current last-seen scores; and the popped members tombstoned at now, which
---          are not claimed: the caller deletes their database rows (a flush that died after
---          writing one, its claim handed back by the reaper, ends here). A dirty member with no
---          last-seen score left and no tombstone is dropped.
---
--- One ZMSCORE and one variadic ZADD per chunk of members, not two calls per member.
+-- Returns  {claimed, erased}: claimed is member, last seen, member, last seen, ...; erased the
+--          popped members tombstoned at now, not claimed, whose rows the caller deletes. A dirty
+--          member with no last seen left is dropped.
 if #KEYS ~= 4 or #ARGV ~= 2 then
   return redis.error_reply('flush_claim: expected 4 keys and 2 arguments')
 end

@@ -9,10 +9,8 @@
 -- ARGV[4]  page size, >= 1
 -- Returns  {member, score, member, score, ...}: at most ARGV[4] pairs, scores as Redis prints them
 --
--- O(log N + page) whatever the number of members sharing the cursor's score: while the cursor's
--- member still has that score, its ZREVRANK is where the page starts. When it moved forward or was
--- pruned, the page starts among the cursor score's ties (ranked after every higher score) at the
--- first member that sorts below the cursor's: a binary search of single-element ZRANGEs.
+-- O(log N + page) however many members share the cursor's score: the cursor member's ZREVRANK while
+-- it keeps that score, else a binary search among the score's ties (it moved or was pruned).
 if #KEYS ~= 1 or #ARGV ~= 4 then
   return redis.error_reply('last_seen_page_after: expected 1 key and 4 arguments')
 end

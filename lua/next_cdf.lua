@@ -1,11 +1,7 @@
--- Build the cumulative-weight set of the pages that followed one page over a window of days, for
--- weighted random picks: the page's steps of each day (lua/session_record.lua: "page NUL next page"
--- -> times, found by one ZRANGEBYLEX of the day's index) are summed per next page, then each next
--- page's score becomes the running sum of the counts up to and including it (in the order of
--- (count, page), as a sorted set orders them), so member i owns the interval [score of i - 1, score
--- of i) and a draw x in [0, total) picks the first member whose score is above x (ZRANGEBYSCORE key
--- (x +inf LIMIT 0 1: O(log N)). Rebuilt whole, atomically, so a reader sees the old copy or the new
--- one. Work: O(D * K log(D * K)) for D days of at most K next pages.
+-- Build the cumulative-weight set of the pages that followed one page over the window's days: each
+-- next page scored by the running sum of the counts, so member i owns [S(i - 1), S(i)) and a draw x
+-- in [0, total) is ZRANGEBYSCORE (x +inf LIMIT 0 1, O(log N). Rebuilt whole, atomically, so a
+-- reader sees the old copy or the new. Work: O(D K log(D K)) for D days of at most K next pages.
 --
 -- KEYS[1]  the cumulative set (replaced)
 -- KEYS[2]  its total (string: the sum of every count; also marks a built copy, even an empty one)

@@ -1,8 +1,7 @@
--- Draw distinct pages from a cumulative-weight set (lua/next_cdf.lua), each draw weighted by the
--- counts of the pages not drawn yet: a draw u in [0, 1) becomes x = u * (mass left), moved right
--- past the intervals already drawn (in order), and the first member whose running sum is above x
--- is picked (ZRANGEBYSCORE (x +inf LIMIT 0 1); its interval then leaves the mass. The draws come
--- from the caller's random generator (seedable), never from Lua. Work: O(n (log N + n)).
+-- Draw distinct pages from a cumulative-weight set (lua/next_cdf.lua), each weighted by the counts
+-- of the pages not drawn yet: a draw scaled to the mass left is moved past the intervals already
+-- drawn. The draws come from the caller's seedable generator, never from Lua.
+-- Work: O(n (log N + n)) for n draws.
 --
 -- KEYS[1]  the cumulative set
 -- KEYS[2]  its total (string)

@@ -1,11 +1,6 @@
--- Count one day's page views of a batch: the day's page-view counter, and the day's views per path,
--- which keeps the most viewed: when a new path takes the set past the cap plus the slack, the
--- fewest viewed are removed down to the cap (at most slack + 1 members, once per slack + 1 new
--- paths, so the cost stays amortized O(log N) a view). The counter gets its TTL when the INCRBY
--- creates it and the paths when the set is made: a per-day key is written during its day (and by
--- late events within retention), so the TTL of its first write is the day's retention.
--- A user erased and still tombstoned at now (docs/privacy.md) is skipped: their views are not
--- counted.
+-- Count one day's page views of a batch: the day's counter, and the views per path, keeping the cap
+-- most viewed (past cap + slack, one ZREMRANGEBYRANK trims back: amortized O(log N) a view). Keys
+-- get their TTL when made. Users tombstoned at now are skipped.
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
 -- KEYS[2]  page views that day (string counter)

@@ -1,12 +1,7 @@
--- A user's recommended next pages, cached for the session they were computed from, in one call:
--- the cached rows when they were computed for this very session (same entries) and context; else
--- the rows computed from the session's latest pages and the window's transitions (counted by
--- lua/session_record.lua: per day, "page NUL next page" -> times, and an index of the same members
--- where a page's steps are one ZRANGEBYLEX), then cached for this session.
--- Score of a page X: sum over the distinct pages P of the session's last M entries of weight(P) *
--- (times X followed P) / (times any page followed P), counts summed over the window's days; the
--- k-th latest distinct page weighs ARGV[4 + k]; pages of the session are left out. Work: at most M
--- pages x D days x (next pages kept per page and day).
+-- A user's recommended next pages in one call: the rows cached for this very session (same entries
+-- and context), else computed and cached. Score of a page X: the sum over the distinct pages P of
+-- the session's last M entries of weight(P) * (times X followed P) / (times any page followed P),
+-- over the window's days; the session's pages are left out. Work: M x D x the next pages kept.
 --
 -- KEYS[1]  the user's session list (JSON entries {"path","ts"}, oldest first)
 -- KEYS[2]  the cache (string: 40-digit fingerprint, then the rows as JSON)

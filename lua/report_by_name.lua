@@ -1,11 +1,7 @@
--- Bring the by-name index of a period up to date by one bounded slice, then read the members of
--- one page of it: the ``active-by-name`` report. lua/viewer_names.lua leaves new entries
--- ("name NUL user") in the period's pending set (an SADD); up to ``slice`` of them move into the
--- index here (SPOP, ZADD score 0, the index's EXPIRE), so each call's work is bounded whatever the
--- number of pending entries. With 0 rows it only merges (the refresh job drains a backlog that way,
--- a slice per call). The page's users are known only once the index is read, so their view
--- counters are read by the caller, in a command of its own (activity/store/reports.py).
--- An erase removes a user's entries from both sets in one script, so a merge never brings one back.
+-- The active-by-name report: merge up to a slice of the period's pending entries into its by-name
+-- index, so a call's work is bounded however many wait, then read one page of the index by rank (0
+-- rows: merge only). The caller reads the page's view counters, keys this script is not given. An
+-- erase removes a user's entries from both sets at once, so a merge never brings one back.
 --
 -- KEYS[1]  the period's by-name index (zset, score 0, member = name NUL user id)
 -- KEYS[2]  the period's pending by-name entries (set of name NUL user id, and the marker '')

@@ -1,7 +1,5 @@
--- Read one page of a cached report copy, atomically, and mark the report as read: the copy's
--- remaining life and build time, its length and the page's rows describe the same copy, and the
--- refresh job learns someone reads it. A script rather than MULTI, so the read can share its round
--- trip with other commands (store/round_trip.py) on a Redis Cluster too.
+-- Read one page of a cached report copy and mark the report as read, atomically: the copy's life,
+-- build time, length and rows describe the same copy, and the refresh job learns someone reads it.
 --
 -- KEYS[1]  the copy's meta (string: build time)
 -- KEYS[2]  the copy's rows (list)

@@ -1,7 +1,5 @@
 -- One page of a navigation session, atomically: the list's length, its TTL and the page's entries
--- describe the same list (a page view landing meanwhile is in all three or in none). A script, not
--- MULTI, so the read can share its round trip with other commands (store/round_trip.py) on a
--- Redis Cluster too.
+-- describe the same list (a page view landing meanwhile is in all three or in none).
 --
 -- KEYS[1]  the user's session list (newest entry on the right)
 -- ARGV[1]  the page's first index and ARGV[2] its last, counted from the right (negative, as LRANGE)

@@ -1,25 +1,9 @@
--- Append one day's page views of a batch to their users' navigation sessions: per view RPUSH, LTRIM
--- to the newest N and PEXPIRE to the session window, so a user idle for longer than the window
--- starts a new session. A view whose RPUSH answers 1 began a new list, so it began a session: those
--- are counted in the day's sessions-started counter (one INCRBY per call; the counter gets its TTL
--- when the INCRBY creates it).
--- Transitions: a view that follows another in the same session (the list's last entry, read before
--- the RPUSH) counts the step previous page -> this page on the view's day, as the member
--- "previous NUL page" of two sorted sets: the counts (score = times) and an index (score 0) where a
--- page's steps are one ZRANGEBYLEX [previous NUL (previous \1. A reload (the same page again) is
--- not a step, nor is one from an empty page or between pages holding a NUL (the member would be
--- ambiguous). Both sets are bounded, the least frequent going first:
--- - per page: when a new step takes a page past the cap of next pages plus its slack (ZLEXCOUNT on
---   the index), its least frequent are removed down to the cap (ties: the lowest next page, as a
---   ZREMRANGEBYRANK of a per-page set removed them);
--- - per day: when a new step takes the day past its cap of steps plus its own slack, its least
---   frequent steps (ties: the lowest member) are removed down to that cap, so junk paths cannot
---   grow the day's sets.
--- A trim removes at most slack + 1 members, once per slack + 1 new ones: amortized O(log N) a view.
--- The sets get their TTL when made: a per-day key is written during its day (and by late events
--- within retention), so the TTL of its first write is the day's retention.
--- A user erased and still tombstoned at now (docs/privacy.md) is skipped: nothing of theirs is
--- written.
+-- Record one day's page views of a batch: append each to its user's session (RPUSH, LTRIM to the
+-- newest N, PEXPIRE to the window) and count those that began a new list as sessions started; with
+-- transitions on, count the step from the session's last page to this one (not a reload, nor a page
+-- holding a NUL) in the day's two sets, trimming the least frequent past each cap plus its slack:
+-- amortized O(log N) a view. A script, not MULTI, because RPUSH's reply decides the count. Users
+-- tombstoned at now are skipped; a key gets its TTL when made.
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
 -- KEYS[2]  sessions started that day (string counter)

@@ -1,28 +1,10 @@
--- Keep the names the reports show for one day's page views of a batch: each user's display name and
--- the by-name entries ("name NUL user") of the day and of its ISO week.
--- The display name: a known username, else the one already set, else the user id. A username is SET
--- with its TTL; the user id stands in with SET NX and an EXPIRE. A rename keeps the former name in
--- the user's aliases (with the aliases' TTL), so an erase finds the entries past periods' by-name
--- indexes still hold under it.
--- The by-name entries: the user's goes into the period's pending set (an SADD) at its first view of
--- the period, not into the million-member by-name index (an ordered insert);
--- lua/report_by_name.lua merges pending entries into the index in bounded slices. A view bringing a
--- new name removes the old entry from both periods' indexes and pending sets (no-ops for a period
--- where the user is new) and adds the new one to the pending sets, so the user keeps exactly one
--- entry per period.
--- A first view of a period is one whose user has no view counter for it yet: lua/viewer_rank.lua
--- creates the counters and runs after this script in the same pipeline, so a counter exists only
--- once this script has run for the view that created it, and no first view is missed. Every view of
--- a batch by a user new to the period finds no counter, and so may a concurrent batch's: each pends
--- the same entry again, and an SADD of a member the set holds changes nothing, so repeats and races
--- are harmless (a rename in between removes the old entry and pends the new one, as above).
--- TTLs: the pending set holds a marker besides its entries, the empty string (an entry holds a NUL,
--- so none is empty): an SADD that adds both the entry and the marker made the set, or found the
--- marker taken by a merge, and only then does the set get the period's TTL. So a pending set always
--- has a TTL, and lives that TTL from its first entry since it was made or merged. The by-name index
--- gets its TTL from the merge that fills it.
--- A user erased and still tombstoned at now (docs/privacy.md) is skipped: nothing of theirs is
--- written.
+-- Keep the names the reports show for one day's page views of a batch. The display name is a known
+-- username, else the one already set, else the user id; a rename keeps the former name in the
+-- user's aliases (so an erase finds old entries) and replaces the user's by-name entries. A first
+-- view of a period (no view counter yet: viewer_rank.lua, queued after this, makes them) adds the
+-- user's "name NUL user" entry to the period's pending set, an O(1) SADD where the index takes an
+-- ordered insert; report_by_name.lua merges them. Adding an entry twice is harmless. The marker ''
+-- tells the SADD that made the set, the one to give it a TTL. Tombstoned users are skipped.
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
 -- KEYS[2]  the day's by-name index (zset, score 0, member name NUL user)

@@ -1,23 +1,10 @@
--- Count one day's page views of a batch per user, in the day and in its ISO week, and keep each
--- period's candidates for the ranked reports current, so no report ever sorts every viewer.
--- Per period, the candidates (user -> views) are the ``cap`` users with the most views, ties to the
--- greater user id (byte order), as SORT ... DESC breaks ties. The counter's INCR answers the user's
--- new count; a member gets it as its score; a non-member enters when the set holds fewer than cap
--- users, or when (count, user) passes the cap-th member's, which is then trimmed. Counts only grow,
--- so the set is always the true top cap. A non-member's count is below the cap-th's, so one ZRANGE
--- says whether a viewer can enter; the set never holds more than cap users. The day's bar is a
--- floor of the week's: the day's cap candidates have at least the day's bar in views that day, so
--- at least as many in the week, and the week's cap-th has no fewer. Below it, a view (most first
--- views of the week, on a big site) skips the week's ZRANGE.
--- TTLs: a counter gets its TTL when INCR creates it (answers 1); the candidates get theirs renewed
--- when a user enters them, which is at or after that user's counter was created, so they never
--- expire before the counter of a user they list. A view that does not enter a full set of
--- candidates (most first views, on a big site) leaves their TTL alone. A key recreated after it
--- expired gets its TTL back with its first write.
--- lua/viewer_names.lua reads the same counters to tell a user's first view of a period, so it runs
--- before this script in the same pipeline.
--- A user erased and still tombstoned at now (docs/privacy.md) is skipped: nothing of theirs is
--- written.
+-- Count one day's page views of a batch per user, in the day and its ISO week, and keep each
+-- period's top viewers: the cap users with the most views, ties to the greater user id as SORT ...
+-- DESC breaks them, so no report sorts every viewer. Counts only grow, so one ZRANGE of the cap-th
+-- member decides whether a viewer enters; the day's bar is a floor of the week's, so a count below
+-- it skips the week's ZRANGE. A counter gets its TTL when made and the top when a user enters it,
+-- so the top outlives the counters it lists. Runs after viewer_names.lua, which reads the same
+-- counters. Users tombstoned at now are skipped.
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
 -- KEYS[2]  the day's candidates (zset user -> views)

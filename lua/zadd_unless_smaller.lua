@@ -7,9 +7,7 @@
 -- ARGV[2], ARGV[3], ...  score, member pairs (a member may appear more than once)
 -- Returns  the number of distinct members whose score moved forward (a new member counts).
 --
--- First every pair is read and decided (one ZMSCORE per chunk, comparisons in Lua), so a bad
--- score is reported before anything is written; then two variadic ZADDs per chunk write the
--- winners and their change marks.
+-- Every pair is decided before anything is written, so a bad score changes nothing.
 if #KEYS ~= 3 then
   return redis.error_reply('zadd_unless_smaller: expected 3 keys, got ' .. #KEYS)
 end

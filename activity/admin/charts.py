@@ -1,9 +1,5 @@
-"""Server-rendered SVG bar charts for the admin dashboard: no JavaScript library, no CDN, works offline.
-
-The SVG is plain markup in the page, styled by the admin's CSS variables, so it follows the
-admin's light and dark themes; each bar carries a ``<title>`` (the browser's tooltip) and its value
-as ``data-value`` so tests and scripts can read what is drawn.
-"""
+"""Server-rendered SVG bar charts for the dashboard: no JavaScript library or CDN, styled by the
+admin's CSS variables (so light and dark themes), each bar's value in ``data-value`` for tests."""
 
 from __future__ import annotations
 

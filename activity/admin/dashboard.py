@@ -1,11 +1,6 @@
-"""The activity dashboard in the standard admin: its page, its live panel and its two actions.
-
-A ModelAdmin of the ``Dashboard`` proxy model, so the admin index lists it under Activity and its
-URLs come from ``get_urls``: a site keeps ``django.contrib.admin`` and its own admin site. Every view
-goes through ``admin_view``, so only active staff get in (others are sent to the admin login);
-among staff, the page and its panel need the permission ``activity.view_dashboard`` and the two
-actions ``activity.run_jobs`` (403 otherwise), like any other admin page needs its model permission.
-"""
+"""The activity dashboard: a ModelAdmin of the ``Dashboard`` proxy model, so it lives in the site's
+own admin, behind ``admin_view`` (staff only). The page and its live panel need
+``activity.view_dashboard``, the flush and rebuild actions ``activity.run_jobs``."""
 
 from __future__ import annotations
 
@@ -105,11 +100,8 @@ class DashboardAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/activity/dashboard.html", context)
 
     def panel_view(self, request: HttpRequest) -> JsonResponse:
-        """The live part of the page, re-rendered for the page's refresh script.
-
-        JSON rather than an HTML page, so the middleware counts the poll as activity of the
-        staff user but not as a page view of their navigation session.
-        """
+        """The live part of the page for its refresh script: JSON, not HTML, so the poll counts as the
+        staff user's activity but not as a page view."""
         require(request, VIEW_PERMISSION)
         return JsonResponse({"html": render_to_string(PANEL_TEMPLATE, panel_context(), request)})
 

@@ -1,10 +1,5 @@
-"""The admin dashboard's figures, gathered from the services the API and the jobs use.
-
-Nothing here computes a figure a second way: today's numbers are ``audience.stats()`` (the body of
-``GET /api/v1/stats/``), the past days are the rollup rows, the top list is the ``most-active``
-report's cached copy, where people went next is the transitions' top pages. So the page costs a
-handful of Redis round trips and one indexed query whatever the number of users.
-"""
+"""The dashboard's figures, taken from the services the API and the jobs use, never computed a
+second way: so the page costs a handful of round trips and one indexed query whatever the users."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Admin pages for the flushed activity rows: the user activity changelist and the daily rollups.
-
-Rows are written only by the flush and rollup jobs, so both pages are read-only; the one change
-is the action that erases the selected users everywhere (``activity.services.privacy``), for staff with
-the permission to delete user activity. The changelist
-stays a fixed number of queries whatever the number of rows (the Django user comes in the same
-query, no full COUNT), and the live last seen of the rows shown comes from Redis in one round trip.
-"""
+"""Admin pages for the flushed rows and the daily rollups: read-only, since only the jobs write them,
+but for the action erasing the selected users everywhere. The changelist costs a fixed number of
+queries whatever the rows, and the shown rows' live last seen one round trip."""
 
 from __future__ import annotations
 
@@ -103,8 +98,8 @@ class UserActivityAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Erase the selected users' activity everywhere", permissions=["erase"])
     def erase_activity(self, request: HttpRequest, queryset: QuerySet) -> TemplateResponse | None:
-        """Erase each selected user in Redis and the database (docs/privacy.md), once staff confirmed
-        on a page listing them, as Django's own delete action asks: an erase cannot be undone."""
+        """Erase each selected user everywhere once staff confirmed on a page listing them, as
+        Django's delete action asks: an erase cannot be undone."""
         users = list(queryset.values_list("user_id", flat=True)[: ERASE_PER_ACTION + 1])
         if len(users) > ERASE_PER_ACTION:
             limit = f"Select at most {ERASE_PER_ACTION} users per erase"

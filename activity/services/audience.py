@@ -1,9 +1,5 @@
-"""Audience figures: online now, active users, new and unique visitors, requests that were not
-people's (bots, machines), and the per-day rollup.
-
-The same figures serve ``GET /api/v1/stats/``, the dashboard, Python callers and the rollup job.
-Days are UTC days; weeks start on Monday; "this week" and "this month" run up to today.
-"""
+"""Audience figures (online, active users, new and unique visitors, bots and machines) and the daily
+rollup: the same figures for ``GET /api/v1/stats/``, the dashboard and Python callers."""
 
 from __future__ import annotations
 
@@ -69,11 +65,8 @@ ROLLUP_FIGURES = (
 
 
 def stats() -> Stats:
-    """Today's figures. One round trip: every read, the online count included, in one pipeline.
-
-    Unique visitors are the anonymous ones (a HyperLogLog) plus the active users: a signed-in
-    visitor is an active user, and counting them there keeps them out of any HyperLogLog.
-    """
+    """Today's figures in one round trip. Unique visitors are the anonymous ones plus the active
+    users, which keeps signed-in visitors out of the unique-visitor HyperLogLogs an erase cannot reach."""
     now = clock.now()
     day = calendar.day_of(now)
     found = store.today(get_client(), day, now - conf.settings.ONLINE_WINDOW)
@@ -110,13 +103,9 @@ def rollup_days(first: date, last: date) -> list[date]:
 
 
 def rollup_day(day: date) -> DailyRollup | None:
-    """Write ``day``'s figures to its ``DailyRollup`` row; None when another run holds the day's lock.
-
-    Idempotent and safe to retry: new-visitor counters are harvested (GETDEL) into per-day
-    accumulators in Redis, and the row gets the accumulators' totals, so a run that dies between the
-    harvest and the database write loses nothing, and a rerun writes the same (or later) figures.
-    Sessions started and page views come from the navigation-session counters of that day.
-    """
+    """Write ``day``'s figures to its ``DailyRollup`` row; None when another run holds the day's
+    lock. Safe to retry: the row gets the harvest accumulators' totals, so a run that dies between
+    the harvest and the write loses nothing, and a rerun writes the same or later figures."""
     now = clock.now()
     _check_rollup_day(day, now)
     with locks.exclusive(f"rollup:{calendar.day_name(day)}", ROLLUP_LOCK_TTL) as acquired:

@@ -1,11 +1,7 @@
-"""Seeding last seen from the user model's ``last_login``, for a site that adopts the app with users
-already in its database (``manage.py activity_backfill``).
-
-Users are read in primary-key order, a batch per indexed query (keyset paging, so a batch costs the
-same at the end of a large table as at its start), and each batch is one "ZADD unless smaller"
-write (``last_seen.seed``): a user seen since keeps the newer value, so the backfill can
-run on a live site, stop anywhere and run again. A rerun redoes what was done, harmlessly.
-"""
+"""Seeding last seen from ``last_login`` for users already in the database (``manage.py
+activity_backfill``): keyset-paged batches, so the last costs what the first does, each written
+through "ZADD unless smaller", so a user seen since keeps the newer value and a run can stop
+anywhere and run again."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""A copy in Redis rebuilt by one client at a time: the cached-report pattern, for every cached copy.
-
-A copy lives its TTL plus a stale grace. A reader with a fresh copy serves it. Otherwise it tries
-the copy's lock: the holder rebuilds (after checking again, so a reader that raced a finished build
-does not build twice); the others serve the stale copy when there is one, or wait for the holder's
-release announcement (BLPOP) and read what it built. So any number of readers cause one build per
-expiry. A holder that dies is replaced once its lock expires, and a reader that hears nothing for
-twice the lock TTL builds without it rather than fail.
-"""
+"""A copy in Redis rebuilt by one client at a time (reports, next-page picks; docs/sessions-reports.md):
+the lock's holder rebuilds, the others serve the stale copy or wait for its release announcement, so
+any number of readers cause one build per expiry. A dead holder is replaced when its lock expires."""
 
 from __future__ import annotations
 
@@ -44,8 +38,9 @@ def fresh_for_ms(copy: Copy[T]) -> int:
 
 
 def build_unless_fresh(copy: Copy[T], margin_ms: int = 0) -> str:
-    """Rebuild behind the lock unless the copy stays fresh for more than ``margin_ms``: ``built``,
-    ``fresh`` or ``busy`` (another client holds the lock)."""
+    """Rebuild behind the lock unless the copy stays fresh for more than ``margin_ms`` (checked once
+    holding it, so a reader that raced a finished build does not build again): ``built``, ``fresh``
+    or ``busy`` (another client holds the lock)."""
     with locks.exclusive(copy.lock, copy.wait_s) as acquired:
         if not acquired:
             return "busy"

@@ -1,15 +1,7 @@
-"""The hand-over of last seen from Redis to the database, and its status for monitoring.
-
-``flush`` streams the changed members to the database in bounded batches: claim (an atomic move
-from "dirty" to "claimed" in the store's ``FlushQueue``), one bulk upsert that never moves
-``last_seen`` backwards, commit, then acknowledge. A worker killed anywhere in between leaves its
-claim behind; the reaper hands it back and the next run writes it again, which is harmless because
-the upsert keeps the greater value.
-
-A user erased meanwhile (``activity.services.privacy``) cannot come back through a flush: an erased member
-is never claimed, and one claimed before the erase is reported by the ack; either way the flush
-deletes the row it may have written (docs/privacy.md, "The flush race").
-"""
+"""The hand-over of last seen from Redis to the database (docs/flush.md): claim a batch, upsert it,
+commit, acknowledge. A run killed anywhere leaves claims the reaper hands back, and writing a row
+twice is harmless (the upsert keeps the greater value); a user erased meanwhile cannot come back
+through a flush, which deletes any row it wrote for them (docs/privacy.md)."""
 
 from __future__ import annotations
 
@@ -32,9 +24,8 @@ BATCH = 2000  # members per database transaction
 
 log = logging.getLogger(__name__)
 
-# Sent on the flushing thread after each batch is claimed, before it is written, with ``batch``
-# (its number in the run, from 1) and ``size``: a hook for metrics, and for the tests that kill a
-# worker holding a claim.
+# Sent on the flushing thread once a batch is claimed, before it is written, with ``batch`` (from 1)
+# and ``size``: for progress, and for the tests that kill a worker holding a claim.
 batch_claimed = Signal()
 
 
@@ -87,23 +78,17 @@ def _settle(queue: FlushQueue, acked: Ack) -> None:
 
 
 def reap_stale_claims(age: float | None = None) -> int:
-    """Hand back claims older than ``age`` seconds, by default a job's lock TTL: their flush has died
-    or been killed by then. ``age=0`` hands back every claim: an interrupted run holding the flush's
-    lock returns its own (rewriting a row is harmless), so a rerun finishes at once."""
+    """Hand back claims older than ``age`` seconds, by default a job's lock TTL, past which their
+    flush is dead. ``age=0`` hands back every claim: for an interrupted run holding the flush lock."""
     age = locks.job_ttl() if age is None else age
     return FlushQueue(get_client()).reap(clock.now() - age, BATCH)
 
 
 def flush(batch_size: int | None = None, budget: float | None = None) -> FlushResult:
-    """Write every unflushed change to the database, ``batch_size`` members per transaction.
-
-    The Redis side runs one step ahead on a helper thread: while the database writes batch N, the
-    thread acknowledges batch N-1 and claims and builds batch N+1, so the run costs about the
-    database's time rather than the sum of both. Memory is bounded by two batches whatever the
-    backlog; a run killed anywhere leaves at most two claims, which the reaper hands back. The
-    run stops taking new batches after ``budget`` seconds (default: half a job's lock TTL) so it
-    ends well inside its lock; the next run carries on. Call it under ``locks.exclusive_job("flush")``.
-    """
+    """Write every unflushed change to the database, ``batch_size`` members a transaction; call it
+    under ``locks.exclusive_job("flush")``. A helper thread acknowledges batch N-1 and claims N+1
+    while the database writes N, so a run takes about the database's time and holds two batches at
+    most. It stops taking batches after ``budget`` seconds (half the job lock's TTL), inside its lock."""
     batch_size = batch_size or BATCH
     budget = locks.job_ttl() / 2 if budget is None else budget
     deadline = time.monotonic() + budget
@@ -134,11 +119,8 @@ def flush(batch_size: int | None = None, budget: float | None = None) -> FlushRe
 
 
 def status() -> FlushStatus:
-    """Backlog size and flush lag, for ``/healthz`` and monitoring. One Redis round trip.
-
-    Lag counts from the first unflushed change of a waiting member and from the claim time of a
-    claimed one (a claim is at most one batch old unless its flush died, when the reaper resets it).
-    """
+    """Backlog and lag, for ``/healthz`` and monitoring; one round trip. Lag counts from a waiting
+    member's first unflushed change, or a claimed one's claim time."""
     backlog = FlushQueue(get_client()).backlog()
     lag = 0.0 if backlog.oldest is None else max(0.0, clock.now() - backlog.oldest)
     return FlushStatus(backlog=backlog.dirty + backlog.claimed, claimed=backlog.claimed, lag=round(lag, 3))

@@ -1,12 +1,6 @@
-"""Group views: members of a Django auth group, most recently seen first (service layer).
-
-Reads page through a materialized view in Redis (one round trip once warm); last-seen updates
-reach the views that exist (``propagate``, called by ``activity.services.ingest``); membership
-changes drop the affected views (``drop_views``) once they commit, through the Django signals that
-``connect_signals`` connects: group membership in both directions, clears, and user and group
-deletes. A Redis outage there must not fail the admin's save: it is logged, and the views correct
-themselves at their TTL.
-"""
+"""Members of a Django auth group, most recently seen first, from a materialized view (docs/groups.md).
+Membership changes drop the views once they commit; a Redis outage there is logged, not raised, so
+the admin's save never fails, and the views correct themselves at their TTL."""
 
 from __future__ import annotations
 
@@ -50,11 +44,8 @@ def _members(group_id: int) -> list[str] | None:
 
 
 def members_page(group_id: int, offset: int, limit: int) -> MembersPage | None:
-    """A page of a group's members, most recently seen first; None when the group does not exist.
-
-    Warm: one round trip. Cold: the view is built (one query, one ZMSCORE, one MULTI) and then a
-    catch-up ZMSCORE re-applies any last seen that moved while building, so the view is exact.
-    """
+    """A page of a group's members, most recently seen first; None when there is no such group.
+    Warm: one round trip. Cold: a build, then a catch-up read of what moved while building."""
     client = get_client()
     scores: dict[str, float | None] = {}
     for _ in range(BUILD_ATTEMPTS):
@@ -77,11 +68,8 @@ def members_page(group_id: int, offset: int, limit: int) -> MembersPage | None:
 
 
 def _catch_up(client, group_id: int, built: Mapping[str, float | None]) -> None:
-    """Apply last seen that moved between the build's ZMSCORE and its publish (then the view missed it).
-
-    An update whose last-seen write lands after this read also lands after the publish, so it
-    finds the view and is applied by ``propagate``: together they leave nothing out.
-    """
+    """Apply last seen that moved between the build's read and its publish: an update landing after
+    this read also lands after the publish, so ``propagate`` applies it. Together nothing is missed."""
     now = last_seen_store.get_many(client, built)
     moved = {user: ts for user, ts in now.items() if ts is not None and ts != built[user]}
     if moved:
@@ -89,11 +77,8 @@ def _catch_up(client, group_id: int, built: Mapping[str, float | None]) -> None:
 
 
 def propagate(latest: Mapping[str, float], groups_of: Mapping[str, Iterable[str]]) -> int:
-    """Apply a batch's last seen to the views of its users' groups that exist (none is created).
-
-    ``groups_of`` is each user's group index as read in the batch's own round trip. Scores are
-    the batch's; ZADD GT keeps a view's score the maximum ever applied, which is the last seen.
-    """
+    """Apply a batch's last seen to its users' views that exist (none is created); ``groups_of`` is
+    each user's group index as read in the batch's round trip. ZADD GT never moves a score back."""
     updates: dict[int, dict[str, float]] = {}
     for user, group_ids in groups_of.items():
         for group_id in group_ids:

@@ -1,10 +1,5 @@
-"""The service's health and metrics: what ``/healthz`` and ``/metrics`` report.
-
-``status`` says whether Redis takes a write and the database answers. ``exposition`` is the
-Prometheus text of the service's counters: in multiprocess mode (``PROMETHEUS_MULTIPROC_DIR`` set, as
-``make run`` does) one scrape of any web worker sums every process's counters, Celery's included.
-Flush backlog and lag are read from Redis at scrape time (one round trip), never kept in a process.
-"""
+"""What ``/healthz`` and ``/metrics`` report. Flush backlog and lag are read from Redis at scrape
+time, never kept in a process, so any worker's scrape is current."""
 
 from __future__ import annotations
 

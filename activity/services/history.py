@@ -1,8 +1,5 @@
-"""Queries over the flushed database rows, for scheduled jobs that need history beyond Redis.
-
-The database is behind Redis by at most the flush lag, so each page is checked against the live
-last seen (one Redis round trip per page) before a job acts on it.
-"""
+"""Queries over the flushed rows, for jobs that need history beyond Redis. The database lags Redis by
+the flush lag, so each page is checked against the live last seen (a round trip a page)."""
 
 from __future__ import annotations
 
@@ -23,12 +20,9 @@ class Dormant:
 
 
 def dormant_users(days: float, window: float = 1.0, page_size: int = 500) -> Iterator[list[Dormant]]:
-    """Pages of users whose last activity lies between ``days + window`` and ``days`` days ago.
-
-    A daily job with ``window=1`` therefore meets each user once, on the day they cross the line.
-    Pages follow the (last_seen, user_id) keyset, so rows changing meanwhile never shift a page; users
-    seen again since the last flush (live last seen newer than the line) are left out.
-    """
+    """Pages of users last active between ``days + window`` and ``days`` days ago, so a daily job
+    with ``window=1`` meets each once. Keyset pages, which rows changing meanwhile cannot shift;
+    users seen again since the last flush are left out."""
     now = clock.now()
     line = dt.datetime.fromtimestamp(now - days * 86400, dt.UTC)
     since = dt.datetime.fromtimestamp(now - (days + window) * 86400, dt.UTC)

@@ -1,10 +1,5 @@
-"""Recording a batch of events: what the ingest API, the ``activity.record_events`` task and the
-tracking middleware's batches call.
-
-One batch is one Redis round trip: its last-seen updates, page views, visits, active users and
-non-person traffic counts go in one pipeline, and only a last seen that moved reaches the group
-views (``activity.services.groups``).
-"""
+"""Recording a batch of events, for the ingest API, the ``activity.record_events`` task and the
+middleware's batches: everything in one pipeline, one Redis round trip."""
 
 from __future__ import annotations
 
@@ -41,24 +36,14 @@ def record_events(
     kind: str = traffic.PERSON,
     requests: int = 1,
 ) -> RecordResult:
-    """Record a validated batch in one round trip: one pipeline of one EVALSHA for its last-seen
-    updates (one per last-seen partition it touches), the page-view scripts for its events with a
-    path, the visits and active users, and the read of its users' group indexes.
+    """Record a validated batch: one round trip, a second only when a last seen moved for a member
+    of a built group view. Not idempotent: a replay counts its page views again.
 
-    ``visitors`` are anonymous visits, (visitor id as 32 hex digits, ts): they count as visitors
-    (first visit, unique visitors) but are not users, so they never enter last seen or actives.
-    Signed-in users' events count as visits of the user's own visitor id. ``names`` maps user ids
-    to usernames where the caller knows them (the middleware does); the reports sort by them.
-    ``kind`` is what ``activity.services.traffic.classify`` made of the request: a ``BOT``'s or a
-    ``MACHINE``'s events move last seen only (a machine's count as a person's under
-    ``ACTIVITY_COUNT_MACHINES``), and the ``requests`` they came in (the middleware's batches carry
-    many) are counted in the day's figure of their kind.
-    A page view dated more than ``ACTIVITY_PAGE_STATS_DAYS`` days back is not recorded as one (its
-    statistics would already be gone), so per-period statistics exist only for periods an erase
-    can name. Users erased and still tombstoned are skipped by the scripts.
-
-    Only when a last seen moved and one of its users belongs to a materialized group view does a
-    second round trip update those views.
+    ``visitors`` are anonymous visits (32-hex-digit id, ts): visitors, never users. ``names`` maps
+    user ids to the usernames the reports sort by. ``kind`` is ``traffic.classify``'s: a bot's
+    events, and a machine's unless ``ACTIVITY_COUNT_MACHINES``, only move last seen; either's
+    ``requests`` count in the day's figure of its kind. A page view older than
+    ``ACTIVITY_PAGE_STATS_DAYS`` is not recorded, so statistics exist only for periods an erase can name.
     """
     people = kind == traffic.PERSON or (kind == traffic.MACHINE and conf.settings.COUNT_MACHINES)
     now = clock.now()
@@ -119,11 +104,9 @@ def record_events(
     )
 
 
-# (user or visitor id, day) pairs this process wrote lately: who was active, and who visited, that
-# day. Those writes are idempotent (a bit set, an HLL member, a first visit), so a repeat within
-# DAY_WRITES_CACHE seconds is left out: a user's next page views cost only their last
-# seen and session. A pair lost on the Redis side (a restart without persistence) is written again
-# once its entry expires here.
+# (user or visitor id, day) pairs this process wrote lately. Those writes are idempotent (a bit, an
+# HLL member, a first visit), so a repeat within DAY_WRITES_CACHE seconds is left out: a user's next
+# views cost only last seen and session. A pair Redis lost is written again once its entry expires.
 DAY_WRITES_CACHE = 60
 _days_written: ExpiringCache[bool] = ExpiringCache(100_000)
 

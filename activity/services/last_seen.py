@@ -1,10 +1,6 @@
-"""Last seen: each user's latest activity, who is online, and the upkeep of the last-seen keys.
-
-Writes only ever move a user's last seen forward (``store.last_seen``'s "ZADD unless smaller"), so
-late or repeated events are harmless. Redis keeps the recent past (``prune``); the database keeps
-everything (``activity.services.flush``). ``migrate`` carries data from the unpartitioned layout
-into ``ACTIVITY_LAST_SEEN_PARTITIONS`` partitions.
-"""
+"""Last seen: each user's latest activity, who is online, and the upkeep of the keys. Writes only
+move a last seen forward, so a late or repeated event never moves it back; Redis keeps the recent
+past (``prune``), the database everything (``services.flush``)."""
 
 from __future__ import annotations
 
@@ -60,13 +56,9 @@ def online_page(
 
 
 def seed(latest: Mapping[str, float]) -> int:
-    """Move users' last seen forward to times known from elsewhere (a backfill from ``last_login``),
-    never back; returns how many moved. Only last seen: no visit, active day or page view.
-
-    One round trip (the "ZADD unless smaller" EVALSHA and the users' group indexes); a second only
-    when a user who moved is in a materialized group view. Moved users are marked changed, so the
-    next flush writes their rows.
-    """
+    """Move users' last seen forward to times known from elsewhere (``last_login``), never back, and
+    nothing else; returns how many moved. One round trip, a second when a user who moved is in a
+    built group view; the next flush writes the moved users' rows."""
     if not latest:
         return 0
     pipe = get_client().pipeline(transaction=False)
@@ -81,21 +73,16 @@ def seed(latest: Mapping[str, float]) -> int:
 
 
 def prune(retention: float | None = None, step: int = 1000) -> tuple[int, int]:
-    """Drop last-seen members older than the retention from Redis; the database keeps them.
-
-    A member whose change is not yet in the database (dirty or claimed) is kept. ``step`` members
-    are examined per script call, so no call's work grows with the number of users. Returns
-    (removed, kept-because-unflushed).
-    """
+    """Drop last-seen members older than the retention from Redis, never one whose change is not yet
+    in the database; returns (removed, kept because unflushed)."""
     retention = conf.settings.LAST_SEEN_RETENTION if retention is None else retention
     return store.prune(get_client(), clock.now() - retention, step)
 
 
 def migrate(step: int = 1000, progress: Callable[[int], None] | None = None) -> int:
-    """Move every member of the unpartitioned keys into the configured partitions, ``step``
-    members a step; returns how many were moved. Safe to run again or to interrupt: each step is
-    copy-then-compare-and-delete. Raises ``ValueError`` when the setting is 1 (nothing to move to)
-    and ``RuntimeError`` when another migration holds the lock."""
+    """Move the unpartitioned last seen into the configured partitions, ``step`` members a step;
+    returns how many moved. Safe to interrupt and run again. ``ValueError`` when the setting is 1,
+    ``RuntimeError`` when another migration holds the lock."""
     count = conf.settings.LAST_SEEN_PARTITIONS
     if count == 1:
         raise ValueError("ACTIVITY_LAST_SEEN_PARTITIONS is 1: there are no partitions to move last seen into")

@@ -1,9 +1,6 @@
-"""Taking a lock: the one way the scheduled jobs, the daily rollup and report rebuilds do it.
-
-``exclusive`` tries once and never waits: periodic work that finds its lock taken skips (the next
-tick comes soon, and every job is idempotent); a reader that needs the holder's result waits for
-its release announcement with ``wait_for_release``.
-"""
+"""Taking a lock, the one way jobs, the rollup and report rebuilds do it. ``exclusive`` never waits:
+periodic work that finds its lock taken skips, as the next tick comes soon; a reader that needs the
+holder's result waits for its release announcement (``wait_for_release``)."""
 
 from __future__ import annotations
 

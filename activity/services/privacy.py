@@ -1,21 +1,8 @@
-"""Erase and export one user everywhere: Redis (every key family) and the database.
-
-Every entry point uses these two functions: ``DELETE /api/v1/users/<user>/activity/``, the
-``activity_erase`` management command, the admin action on the user activity list, and the
-deletion of a Django user (``post_delete``, after the transaction commits).
-
-Where a user's data can be is worked out here from the settings and the calendar, never found by
-SCAN: per-user keys are named by the id; per-period page statistics exist only for the periods
-their retention still covers (page views dated older are not recorded, ``services.record_events``);
-active-user bitmaps only for the days, weeks and months of the audience retention. So an erase
-costs a bounded number of commands however many users there are (docs/privacy.md).
-
-An erase tombstones the id for ``ACTIVITY_ERASE_TOMBSTONE_TTL`` seconds in every slot whose writes
-check (last seen, page views, active users, first visits): a late event is skipped, and a flush
-that claimed the user before the erase deletes the row it writes (``activity.services.flush``).
-HyperLogLogs cannot forget: a user whose id is not a small integer stays inside the active-user
-HyperLogLog registers of their days, weeks and months until those keys expire.
-"""
+"""Erase and export one user everywhere, Redis and the database (docs/privacy.md); every entry point
+(the API, ``activity_erase``, the admin action, a deleted Django user) calls these. Where a user's
+data can be is worked out from the settings and the calendar, never found by SCAN, so an erase costs
+a bounded number of commands; its tombstones keep late events and a racing flush from bringing the
+user back."""
 
 from __future__ import annotations
 
@@ -64,12 +51,9 @@ def _days(first: date, last: date) -> list[date]:
 
 
 def page_periods(now: float) -> list[str]:
-    """The periods whose per-user page statistics may still exist at ``now``.
-
-    A view is recorded only if dated at most ``PAGE_STATS_DAYS`` days before its write, and its
-    day's keys live ``PAGE_STATS_DAYS`` days after their last write (a week's 7 more): so a day's
-    exist only back to twice that, a week's 7 days further; ahead, as far as the allowed skew.
-    """
+    """The periods whose per-user page statistics may still exist at ``now``: a view is recorded at
+    most ``PAGE_STATS_DAYS`` back and its keys live that long after a write (a week's 7 more), so a
+    day's reach back twice that, a week's 7 days further, and ahead as far as the allowed skew."""
     stats = conf.settings.PAGE_STATS_DAYS
     today, ahead = calendar.day_of(now), calendar.day_of(now + conf.settings.MAX_FUTURE_SKEW)
     days = [calendar.period_name("day", day) for day in _days(today - timedelta(days=2 * stats), ahead)]
@@ -120,13 +104,9 @@ def is_known(user: str) -> bool:
 
 
 def erase(user: str) -> Erasure:
-    """Remove ``user`` from every structure in Redis and from the database, and tombstone the id.
-
-    Redis first (one round trip, then one to drop the group views that indexed the user), so the
-    tombstone is in place before the database row goes: a flush racing the erase sees it. The
-    group views of the user's Django groups are dropped too, discarding any build in flight that
-    read the user's last seen before the erase. Idempotent; raises ``StoreUnavailable`` (retry).
-    """
+    """Remove ``user`` from Redis and the database and tombstone the id; idempotent, raises
+    ``StoreUnavailable`` (retry). Redis goes first (the erase, then the user's group views and any
+    build in flight), so the tombstone is in place before the row goes and a racing flush sees it."""
     now = clock.now()
     traces, indexed = store.erase(get_client(), _where(user, now), now, now + tombstone_ttl())
     group_ids = {int(group_id) for group_id in indexed}

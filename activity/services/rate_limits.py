@@ -1,14 +1,7 @@
-"""Rate limits: how many requests a client may make per fixed window, counted in Redis.
-
-A client may make ``limit`` requests in each window of ``duration`` seconds. Counting costs the
-request no Redis command: it is decided from what this process knows, its own admitted requests of
-the window plus the window's total as Redis last answered, and each admitted request is added to
-the window's counter in Redis by the process's tracking batches (``activity.services.tracking``),
-at most one batch time later. So one process admits at most ``limit`` per window, and a client
-spread over several processes a little more: what the others admitted within one batch time. A
-refused request is not counted and writes nothing. When Redis cannot count, the counts are lost
-for the other processes (logged by the batches) and this process decides on its own.
-"""
+"""Fixed-window rate limits decided with no Redis command on the request's path: from this
+process's admitted requests plus the window's total as Redis last answered, the counts reaching Redis
+with the tracking batches. So a client spread over processes may get a little past the limit: what
+the others admitted within one batch time (docs/limits-errors.md)."""
 
 from __future__ import annotations
 
@@ -94,9 +87,8 @@ _total: ExpiringCache[int] = ExpiringCache(MAX_WINDOWS)  # the window's total as
 
 
 def hit(scope: str, ident: str, limit: int, duration: int) -> Decision:
-    """Admit one request of client ``ident`` under ``scope`` unless its window's count, as this
-    process knows it, has reached ``limit``; an admitted request is counted here at once and is to
-    be sent to Redis (``send``)."""
+    """Admit one request unless its window's count, as this process knows it, has reached ``limit``;
+    an admitted one is counted here at once, and is for the caller to ``send``."""
     now = clock.now()
     number, ends = store.window_of(now, duration)
     window = Window(scope, ident, number, duration)

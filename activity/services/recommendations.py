@@ -1,19 +1,9 @@
-"""What users look at next, read from the page transitions of live navigation sessions.
+"""What users look at next, from the page transitions of live sessions over the last ``WINDOW_DAYS``
+days (docs/recommendations.md); each read is bounded by pages x days x next pages kept:
 
-``lua/session_record.lua`` counts, per UTC day, which page followed which in a session (a reload is
-not a step), keeping each page's ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent next pages. The reads
-merge the last ``ACTIVITY_RECOMMEND_DAYS`` days (today included; days past
-``ACTIVITY_PAGE_STATS_DAYS`` have expired):
-
-- ``for_user``: the pages most often visited next after the user's latest pages. Each of the
-  session's last ``ACTIVITY_RECOMMEND_RECENT_PAGES`` distinct pages contributes the share of its
-  transitions that went to each page, weighted 1, 1/2, 1/3, ... from the newest page back; pages
-  already in the session are left out. Cached per session state; one round trip either way.
-- ``next_pages``: distinct weighted random picks among the pages that followed a page, from a
-  cumulative-weight copy rebuilt by one client at a time (``activity.services.cached``, as reports).
-- ``top_next``: the dashboard's most frequent next pages of a day.
-
-Work per call is bounded by pages x days x next pages kept, whatever the number of users or paths.
+- ``for_user``: the pages most often next after the session's latest pages, by recency; cached per session;
+- ``next_pages``: weighted random picks from a copy rebuilt by one client at a time (``services.cached``);
+- ``top_next``: a day's most frequent next pages, for the dashboard.
 """
 
 from __future__ import annotations
@@ -38,7 +28,7 @@ _random = random.Random()
 
 
 def window_days(today: date) -> list[str]:
-    """The day names merged: ``today`` first, then the ``ACTIVITY_RECOMMEND_DAYS`` - 1 before it."""
+    """The day names merged: ``today`` first, then the ``WINDOW_DAYS`` - 1 before it."""
     return [day_name(today - timedelta(days=back)) for back in range(WINDOW_DAYS)]
 
 
@@ -48,16 +38,14 @@ def window_name(days: Sequence[str]) -> str:
 
 
 def recency_weights(count: int) -> list[float]:
-    """Weights of the ``count`` latest distinct pages, newest first: 1 / (1 + age rank), so the page
-    being read counts most and each step back a little less, never nothing. A session whose latest
-    entries hold fewer distinct pages uses the first weights."""
+    """Weights of the ``count`` latest distinct pages, newest first: 1, 1/2, 1/3, ..., so the page
+    being read counts most and older pages of a short session still count."""
     return [1 / (1 + rank) for rank in range(count)]
 
 
 def for_user(user: str, n: int = 5) -> list[tuple[str, float]]:
     """The ``n`` best next pages for the user's live session as (path, score), best first; [] when
-    the user has no session or nothing followed its pages. One round trip (EVALSHA): the answer for
-    this very session when cached (``ACTIVITY_REPORT_TTL``), else computed and cached in the same call."""
+    there is no session or nothing followed its pages. One round trip, cached for this very session."""
     days = window_days(day_of(clock.now()))
     recent_pages = RECENT_PAGES
     request = store.Recommending(
@@ -73,9 +61,8 @@ def for_user(user: str, n: int = 5) -> list[tuple[str, float]]:
 
 
 def _pick_copy(path: str, days: Sequence[str], draws: int, rng: random.Random) -> cached.Copy[store.Picks]:
-    """The cumulative-weight copy of ``path``'s next pages over ``days``, read by drawing ``draws``.
-    Reading raises ``UnknownPath`` when nothing followed the page: before any lock or build, so an
-    unknown page writes nothing."""
+    """The cumulative-weight copy of ``path``'s next pages, read by drawing ``draws``. Reading raises
+    ``UnknownPath`` when nothing followed the page, before any lock or build: a probe writes nothing."""
     policy, client = reports.Policy.current(), get_client()
     window = window_name(days)
 

@@ -1,25 +1,8 @@
-"""Sorted reports: which reports exist, and when and by whom a copy is (re)built.
-
-A ranked report (``most-active``) is a cached copy built by one ``SORT ... STORE`` over the top K
-of the period's top viewers (``activity.store.reports``), never over every viewer. The copy lives
-``ttl + stale`` seconds: fresh for ``ttl``, then kept ``stale`` seconds more so readers have
-something to serve while one client rebuilds. Only the holder of the report's lock runs SORT;
-other readers serve the stale copy or, when there is none, wait for the holder's release
-announcement (BLPOP), so any number of readers cause one build per expiry (``activity.services.cached``,
-which other cached copies share). A beat job rebuilds the reports read lately before they expire,
-so their readers keep hitting the cache.
-
-The by-name report (``active-by-name``) lists every viewer, so no bounded copy could hold it and a
-full SORT would hold Redis for as long as there are viewers: it is read straight from the by-name
-index, a page per read (two round trips: the page, then its users' counters). The page-view
-scripts leave a new viewer's entry in the period's pending set (an SADD is cheaper than an ordered
-insert into a million-member index); each read first merges one slice of them
-(``ACTIVITY_REPORT_MERGE_SLICE``) in the same call as the page, and the beat
-job drains the rest of the current day's and week's, a slice per call, at most
-``ACTIVITY_REPORT_MERGE_SLICES_PER_RUN`` calls a period and run. A read that leaves entries pending
-lacks those users and says so: ``X-Cache: stale`` (otherwise ``hit``); at most a refresh interval
-later they are in, unless new viewers arrive faster than a run merges.
-"""
+"""Which reports exist, and when and by whom a copy is built (docs/sessions-reports.md).
+``most-active`` is a cached copy (``services.cached``), rebuilt before it expires by the refresh job
+while people read it. ``active-by-name`` lists every viewer, which no bounded copy could hold: it is
+read from the by-name index, each read merging one slice of pending entries first and answering
+``stale`` while some remain (the refresh job merges the rest)."""
 
 from __future__ import annotations
 
@@ -37,17 +20,16 @@ PERIODS = ("day", "week")
 STALE_S = 30  # a copy is kept this long past its freshness, served stale while one client rebuilds
 WAIT_S = 5.0  # rebuild lock TTL; a reader without a copy waits up to twice this for the holder's build
 TOP = 100  # rows of a ranked report (at most store.sessions.CANDIDATES)
-# Pending by-name entries merged into the index per call (a read merges one slice; a slice of 25
-# into a million-member index holds Redis about 0.4 ms, bench.reports_scale), and the calls per
-# period of one refresh run.
+# Pending by-name entries merged into the index per call (small, as a read merges one), and the
+# calls per period of one refresh run.
 MERGE_SLICE = 25
 MERGE_SLICES_PER_RUN = 1000
 
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """One report: ``ranked`` (the ACTIVITY_REPORT_TOP most active, a cached copy) or not (every
-    viewer by name, from the index)."""
+    """One report: ``ranked`` (the ``TOP`` most active, a cached copy) or not (every viewer by name,
+    from the index)."""
 
     name: str
     description: str
@@ -177,10 +159,8 @@ def _read_index(period: str, now: float, number: int, size: int, policy: Policy)
 
 
 def merge_pending(period: str, now: float, policy: Policy) -> tuple[int, int]:
-    """Move the pending by-name entries of the current ``period`` into its index, one slice per
-    call (each its own round trip, so no call holds Redis long), until none is left or after
-    ``policy.merge_slices`` calls: a run's work is bounded whatever the backlog. Returns (entries
-    merged, entries still pending)."""
+    """Merge the current ``period``'s pending by-name entries a slice a round trip, so no call holds
+    Redis long, for at most ``policy.merge_slices`` calls; returns (merged, still pending)."""
     merged, pending, day = 0, 0, calendar.day_of(now)
     for _ in range(policy.merge_slices):
         found = store.merge_by_name(get_client(), period, day, policy.merge_slice)
@@ -219,11 +199,10 @@ def page(name: str, period: str = "day", number: int = 1, size: int = 50) -> tup
 
 
 def refresh() -> int:
-    """Merge the current day's and week's pending by-name entries into their indexes (bounded:
-    ``merge_pending``), then rebuild the reports read within ``ACTIVITY_REPORT_READ_WINDOW`` whose
-    fresh copy has less than two refresh intervals left; returns how many were built. Each rebuild
-    takes the report's lock, so two beat instances never both run its SORT; two merging at once
-    only split the slices between them (each SPOP takes its own entries)."""
+    """Merge the current day's and week's pending by-name entries (bounded), then rebuild the
+    reports read within ``REPORT_READ_WINDOW`` with under two refresh intervals of freshness left;
+    returns how many were built. Safe beside another run: a rebuild takes the report's lock, and two
+    merges only split the slices (each SPOP takes its own entries)."""
     policy, now = Policy.current(), clock.now()
     for period in PERIODS:
         merge_pending(period, now, policy)
@@ -241,10 +220,9 @@ def refresh() -> int:
 
 
 def rebuild(name: str, period: str = "day") -> str:
-    """Rebuild a report now, fresh copy or not (the admin's "recompute now"): ``built``, ``busy``
-    when another client holds its rebuild lock (that build is the recompute); for a report read
-    from its index, its pending entries are merged as a refresh run merges them: ``built`` when
-    some moved, ``fresh`` when none was pending. Raises ``UnknownReport``."""
+    """The admin's "recompute now": ``built``, or ``busy`` when another client's rebuild holds the
+    lock (that build is the recompute); a by-name report merges its pending entries instead, ``fresh``
+    when none was pending. Raises ``UnknownReport``."""
     report, policy, now = _report(name), Policy.current(), clock.now()
     if not report.ranked:
         merged, _ = merge_pending(period, now, policy)

@@ -1,8 +1,5 @@
-"""Navigation sessions and page-view statistics: what each user is browsing now, and each day's pages.
-
-A session is the user's latest pages, kept while they keep browsing (``ACTIVITY_SESSION_WINDOW``);
-page views are recorded with the rest of a batch (``activity.services.ingest``).
-"""
+"""Navigation sessions and page-view statistics: what each user is browsing now, and each day's
+pages. Page views are recorded with the rest of a batch (``services.ingest``)."""
 
 from __future__ import annotations
 
@@ -18,11 +15,8 @@ EXCLUDE_PATHS = ("/admin/jsi18n/",)  # path prefixes never recorded as page view
 
 
 def page_path(path: str | None) -> str | None:
-    """The path a page view records, or None when it records none (no path, or an excluded prefix).
-
-    The query string is dropped unless ``ACTIVITY_SESSION_KEEP_QUERY``: it often carries tokens and
-    would split one page's counts across many variants.
-    """
+    """The path a page view records, without its query string unless ``KEEP_QUERY``; None for no
+    path or one under ``EXCLUDE_PATHS``."""
     if path is None:
         return None
     if not KEEP_QUERY:
@@ -33,8 +27,8 @@ def page_path(path: str | None) -> str | None:
 
 
 def page(user: str, page: int = 1, page_size: int = 20) -> SessionPage | None:
-    """One page of the user's current navigation session, most recent first; None when the user has
-    no live session. One round trip; reads only that page (LRANGE), never the whole list."""
+    """One page of the user's live navigation session, most recent first; None when there is none.
+    One round trip that reads only that page, never the whole list."""
     return store.page(get_client(), user, page, page_size)
 
 

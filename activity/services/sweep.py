@@ -35,13 +35,9 @@ def steps_expected(count: int = 200) -> int:
 
 
 def sweep(count: int = 200, dry_run: bool = False) -> SweepResult:
-    """SCAN the service's prefix ``count`` keys per step; give a TTL to (or delete) keys without one.
-
-    Only keys under ``ACTIVITY_KEY_PREFIX`` are looked at; the documented long-lived keys are left
-    alone, and every other key gets what its family's writers give it (``activity/store/keys.py``).
-    Each repaired key is logged by name, so a stray is easy to trace to its writer. ``dry_run``
-    changes nothing: ``repaired`` and ``deleted`` count what a sweep would do.
-    """
+    """SCAN the prefix ``count`` keys a step; give keys without a TTL what their family's writers
+    give (``store/keys.py``), or delete them. Each step logs a few repaired keys by name, so a stray
+    can be traced to its writer. ``dry_run`` changes nothing and counts what a sweep would do."""
     scanned = long_lived = repaired = deleted = 0
     steps = store.sweep(get_client(), count, DEFAULT_TTL, clock.now(), dry_run=dry_run)
     for step in steps:

@@ -1,25 +1,9 @@
-"""What requests leave behind, sent to Redis in batches by one thread per process: the tracking
-middleware's activity, API callers' own activity, and the requests the rate limits admitted.
-
-Sent request by request, a tracked page would cost its request a round trip, and Redis one call
-of each script per view, whose fixed part outweighs the view's own work. So a request only appends
-its entries here (a lock and a list append), and a daemon thread sends a batch
-``BATCH_MS`` after its first entry arrived, or as soon as
-``BATCH_SIZE`` entries wait: one ``ingest.record_events`` call per kind of traffic
-(one round trip each, one call of each script for the whole batch), and one round trip for the
-rate-limit counts. Order within a batch does not matter: last seen only moves forward, and a
-session's views are sorted by time.
-
-What it costs: activity reaches Redis up to ``BATCH_MS`` later (or, when that time
-ends during the previous batch's send, right after it), and a process killed outright (SIGKILL, the
-OOM killer) loses what it had not sent, at most that long of its requests. A process that exits
-normally sends the rest first (``atexit``). At most ``BUFFER_MAX`` entries wait;
-past that (Redis slow or away) the oldest are dropped and counted (``activity_track_dropped``). When
-Redis refuses a batch, it and what waited behind it are dropped as the middleware's own failures
-are: logged, counted, and tracking paused for ``FAIL_OPEN_BACKOFF`` seconds (``fail_open``;
-so a process exiting while Redis is away pays one timeout). With ``BATCH_MS`` = 0
-each request sends its own entries before its response returns (the tests' way of reading what a
-request wrote).
+"""What requests leave behind (page activity, API callers' activity, admitted rate-limit counts),
+sent to Redis in batches by one thread per process: a request pays a lock and a list append, not a
+round trip, and Redis one call of each script per batch, not per view (docs/design.md). A process
+killed outright loses at most ``BATCH_MS`` of its requests; one that exits sends the rest. A batch
+Redis refuses is dropped with what waited behind it, counted, and tracking pauses (``fail_open``).
+Entries go in arrival order; last seen only moves forward, whatever the order.
 """
 
 from __future__ import annotations
@@ -166,11 +150,9 @@ class Batches:
                 pass
 
     def _run(self) -> None:
-        """Wait for a first entry, then until its batch time has passed or the batch is full, and
-        send one batch. What arrives during that send waits out its own batch time: sending it at
-        once, as the next batch, made a stream of batches of one or two entries on a busy process,
-        each costing about as much as twenty entries of a full one. When someone else sent the
-        entries meanwhile (``flush``), the next entry starts a new batch time."""
+        """Wait for a first entry, then for its batch time or a full batch, and send one batch. What
+        arrives during the send waits out its own batch time: sent at once, it made a stream of
+        batches of one or two on a busy process, each paying a whole call's fixed cost."""
         while True:
             with self._ready:
                 self._ready.wait_for(lambda: self._waiting)
@@ -210,8 +192,8 @@ batches = Batches()
 
 
 def record(entry: Entry) -> None:
-    """Hand a request's entry over: to the batches, or with ``BATCH_MS`` = 0
-    straight to Redis (a failure then pauses tracking here)."""
+    """Hand a request's entry to the batches, or with ``BATCH_MS`` = 0 straight to Redis (a failure
+    then pauses tracking here)."""
     if BATCH_MS > 0:
         batches.add(entry)
         return

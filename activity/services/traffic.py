@@ -1,17 +1,10 @@
-"""What kind of traffic a request is, and whether its browser asked not to be tracked.
+"""What kind of traffic a request is, and whether its browser opted out (docs/privacy.md):
 
-- ``MACHINE``: authenticated by an API credential: DRF's ``TokenAuthentication`` (or any
-  authenticator that sets ``request.auth``; a session sets none). Its user's last seen is recorded;
-  it is not a page view, a visitor or an active user unless ``ACTIVITY_COUNT_MACHINES``.
-- ``BOT``: a crawler by its user agent (the ``crawlerdetect`` library, plus the site's
-  ``ACTIVITY_BOT_PATTERNS``), or no user agent at all. Not a visitor, a page view or a session;
-  counted apart per day.
+- ``MACHINE``: authenticated by an API credential (``request.auth`` set; a session sets none);
+- ``BOT``: a crawler's user agent (``crawlerdetect`` plus ``ACTIVITY_BOT_PATTERNS``), or none;
 - ``PERSON``: everything else.
 
-Each distinct user agent is classified once per process (a bounded LRU): the library's one large
-regular expression costs about as much as the rest of the middleware (``bench/bots.py``).
-``opted_out`` reads Global Privacy Control (``Sec-GPC: 1``) and Do Not Track (``DNT: 1``) under
-``ACTIVITY_HONOR_GPC``, which honours both (docs/privacy.md says what they stop).
+Each distinct user agent is classified once per process: the library's expression is costly.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
-"""Audience figures in Redis: active users, first visits, unique visitors and non-person traffic,
-per day, ISO week and month.
+"""Audience figures per day, ISO week and month (docs/visitors.md), each written into the three
+periods' keys at once, so no read is a union over days:
 
-- Active users: a bitmap indexed by integer user id (exact, and an erase can clear a bit), plus a
-  HyperLogLog for ids that are not small integers (``lua/actives_record.lua``, which skips erased
-  users while they are tombstoned). A bitmap is counted in ranges of ``COUNT_CHUNK_BYTES``
-  (BITCOUNT start end), so no command's work grows with the id space.
-- First visit ever: one HSETNX per visitor into partitioned hashes (partition = low bits of the
-  128-bit id, field = the 16 raw bytes), counted per day and shard by the same Lua call
-  (``lua/first_visit.lua``); the counters are harvested with GETDEL into per-day accumulators
-  (``bench/membership.py`` measured the structure against flat keys, sets and sorted sets).
-- Unique visitors: a HyperLogLog of anonymous visitor ids per day, week and month, plus the
-  period's active users (signed-in visitors are exactly the active users, counted in bitmaps that
-  can forget one: no HyperLogLog holds a signed-in user who has an integer id, see the privacy docs).
-- Requests that were not people's: one small hash a day, HINCRBY per kind (``bot``, ``machine``).
-
-Each figure is written into its day's, week's and month's keys at once, so a week or month figure
-is one count, never a union over days. A key lives ``keys.KEEP_DAYS`` beyond the last day of its
-period.
+- active users: a bitmap by integer user id (exact and erasable), a HyperLogLog for other ids;
+- first visit ever: HSETNX into partitioned hashes, counted per day in the same script;
+- unique visitors: a HyperLogLog of anonymous ids; signed-in visitors are the active users;
+- requests that were not people's: a hash a day, by kind.
 """
 
 from __future__ import annotations
@@ -53,8 +41,7 @@ NOT_PEOPLE = ("bot", "machine")  # the kinds of traffic counted per day (activit
 
 
 def _dated_keys(builders: Sequence[Callable[[str], str]], day: date, now: float) -> list[tuple[str, int]]:
-    """The (key, TTL) of the day's, week's and month's key holding ``day``, ``builders`` being the
-    three key builders of one figure in that order: a write goes to all three."""
+    """(key, TTL) of the day's, week's and month's key of one figure (``builders`` in that order)."""
     ttls = [day_ttl(day if period == "day" else last_day(period, day), now) for period in PERIODS]
     names = (name_of(period, day) for period in PERIODS)
     return [(build(name), ttl) for build, name, ttl in zip(builders, names, ttls, strict=True)]
@@ -122,11 +109,9 @@ def queue_visits(
     anonymous: Collection[tuple[bytes, date]],
     now: float,
 ) -> list[int]:
-    """Queue first-visit check-and-sets of every visit and unique-visitor PFADDs of the anonymous
-    ones (signed-in ``people`` count as unique visitors through the active users); returns the
-    first-visit reply indexes. One EVALSHA per (shard, day) in the batch, each reply the number of
-    new visitors in it. Tombstoned ids (erased users') are skipped by the script.
-    """
+    """Queue first-visit check-and-sets of every visit, one EVALSHA per (shard, day), and
+    unique-visitor PFADDs of the anonymous ones (``people`` count through the active users);
+    returns the first-visit reply indexes, whose replies are the new visitors."""
     groups: dict[tuple[int, date], dict[bytes, int]] = defaultdict(dict)
     per_day: dict[date, set[bytes]] = defaultdict(set)
     ttls = _live_days([*people, *anonymous], now)
@@ -163,8 +148,8 @@ def queue_traffic(pipe: Pipeline, kind: str, day: date, now: float, requests: in
 
 
 def _queue_active(pipe: Pipeline, period: str, day: date) -> list[int]:
-    """The reads whose replies sum to the active users of the period holding ``day``: BITCOUNT of
-    the bitmap in bounded byte ranges, and PFCOUNT of the HLL."""
+    """The reads whose replies sum to the period's active users: BITCOUNT in ranges of
+    ``COUNT_CHUNK_BYTES``, so no command's work grows with the id space, and PFCOUNT."""
     index, name, first = PERIODS.index(period), name_of(period, day), len(pipe)
     for start in range(0, MAX_ID // 8 + 1, COUNT_CHUNK_BYTES):
         pipe.bitcount(BITS[index](name), start, start + COUNT_CHUNK_BYTES - 1)
@@ -231,9 +216,8 @@ class Harvest:
 
 
 def harvest(client: Client, day: date, now: float) -> Harvest:
-    """``day``'s figures, its new-visitor counters harvested (GETDEL) into the day's accumulators
-    first, so a rollup that dies before its database write loses nothing: its retry reads the
-    accumulators again. One round trip."""
+    """``day``'s figures, its new-visitor counters first harvested (GETDEL) into accumulators, so a
+    rollup that dies before its database write loses nothing: a retry reads them again. One round trip."""
     pipe = client.pipeline(transaction=False)
     ttl, name = max(day_ttl(day, now), 1), day_name(day)
     new_at = [

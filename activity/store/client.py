@@ -1,22 +1,9 @@
-"""The Redis client the store uses, and the boundary between redis-py's errors and the service's.
+"""The store's Redis client, ``redis.Redis`` or (``ACTIVITY_REDIS_CLUSTER``) ``RedisCluster`` through
+redis-py's public API, and the boundary between redis-py's errors and the service's:
 
-``get_client()`` is a ``StandaloneClient`` (``redis.Redis``) or, with ``ACTIVITY_REDIS_CLUSTER``, a
-``ClusterClient`` (``redis.cluster.RedisCluster``); ``Client`` names either in the store's signatures,
-and ``pipeline()`` gives either's ``Pipeline``. They
-use redis-py's public API only: each overrides ``execute_command``, ``pipeline`` and the pipeline's
-``execute``, and adds ``Pipeline.script``. What they add:
-
-- Every redis-py error that means "Redis cannot serve now" becomes ``activity.errors.StoreUnavailable``
-  (``StoreTimeout`` for a timeout): connection errors, timeouts, the replies of a server in a state
-  where it refuses work (``SERVER_STATES``) and, on a cluster, a slot no reachable node serves. So no
-  code above the store needs redis-py's exception classes.
-- Scripts in a pipeline go by SHA with no SCRIPT EXISTS round trip; the rare NOSCRIPT reply (a
-  restart, SCRIPT FLUSH, a failover) re-runs that one script through redis-py's ``Script``, which
-  loads it. A command that failed with NOSCRIPT did nothing, so re-running it alone is safe.
-- A command that may have run is never sent twice: no retries (a dead Redis fails fast), and on a
-  cluster each node's commands go as one plain pipeline to that node, only the ones a redirection
-  (MOVED, ASK, TRYAGAIN) says did not run being sent again. redis-py's own cluster pipeline re-sends
-  a command whose reply timed out, though it ran.
+- every error meaning "Redis cannot serve now" becomes ``StoreUnavailable`` (``StoreTimeout``);
+- scripts in a pipeline go by bare EVALSHA; a NOSCRIPT reply (it ran nothing) re-runs that script;
+- a command that may have run is never sent twice: no retries, and on a cluster only redirections.
 """
 
 from __future__ import annotations
@@ -126,16 +113,10 @@ class Pipeline(RedisPipeline):
 
 
 class ClusterPipeline(Pipeline):
-    """One round trip to every node the commands reach: each node's commands are written to it,
-    then every node's replies read, and put back in order. With ``transaction`` the keys must share
-    one slot, and its node runs them in MULTI/EXEC.
-
-    A reply that is a redirection (MOVED, ASK, TRYAGAIN: the command did not run) is replaced by
-    the command sent again on its own through the cluster client, which follows it. A node that
-    cannot be reached fails the whole round trip before anything is written; one that fails later
-    fails its own commands only. Nothing is ever sent twice (redis-py's cluster pipeline
-    re-sends a command whose reply timed out, though it ran), which is why the service sends the
-    nodes' commands itself, with redis-py's public connection API."""
+    """One round trip to every node the commands reach: all written, then all replies read. Not
+    redis-py's cluster pipeline, which re-sends a command whose reply timed out though it ran: here
+    only a redirection (the command did not run) is sent again. A node that cannot be reached fails
+    the round trip before anything is written. With ``transaction`` the keys must share one slot."""
 
     client: ClusterClient
 

@@ -1,21 +1,7 @@
-"""The flush queue: users whose last seen changed and has not reached the database yet.
-
-A reliable queue in the RPOPLPUSH / LMOVE tradition, shaped like rq's ``StartedJobRegistry``:
-``zadd_unless_smaller`` marks a changed member in ``dirty`` (score: time of its first unflushed
-change) in the same step as the change; a flush ``claim``s a batch, moving it atomically into
-``claimed`` (score: claim time), writes it to the database, then ``ack``s it. A member is in
-``dirty`` or ``claimed`` from its change until a committed flush acknowledged it, so a worker
-killed anywhere loses nothing: ``reap`` hands claims older than any live flush back to ``dirty``.
-
-An erased user (tombstoned in its partition's slot, see ``activity.store.privacy``) is never
-claimed, and one claimed before the erase is not acknowledged: both are reported, so the flush
-deletes the row it may have written, and a flush killed before doing so leaves the claim to the
-reaper.
-
-With several last-seen partitions each has its own ``dirty``, ``claimed`` and tombstones beside its
-last seen (one hash tag, one slot): a claim takes a share of the batch from every partition in one
-round trip, and an acknowledgement goes to each member's partition.
-"""
+"""The flush queue (docs/flush.md): a member is in ``dirty`` or ``claimed`` from its change until a
+committed flush acknowledges it, so a worker killed anywhere loses nothing (``reap`` hands dead runs'
+claims back). An erased user is never claimed, nor acknowledged if claimed before the erase: both are
+reported, so the flush deletes the row it may have written. Each last-seen partition has its own."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Group views: per-group sorted sets (member -> last seen) built on demand, updated only while they exist.
-
-A view is built into a temporary key and published by one script (RENAME + PEXPIRE), so a reader
-sees either no view or a complete one. Live updates never create a view: ``lua/group_view_upsert.lua``
-checks EXISTS and writes ``ZADD XX GT`` (only members already in the view, only forward) in one
-atomic step. (``bench.groups`` measures it against the TTL guard, a pipeline of PTTL then ZADD: the
-Lua upsert does 1.7x its updates a second.) Never-seen members are stored with score ``NEVER`` so
-they sort last.
-
-Every key here carries the ``{grp}`` hash tag (see keys.py), so one script or MULTI may touch any
-of them on a Redis Cluster; last seen lives under ``{ls}`` and is read in a separate round trip.
-"""
+"""Group views (docs/groups.md): per-group sorted sets of member -> last seen, built on demand and
+published whole (RENAME), so a reader sees no view or a complete one. Updates are ``ZADD XX GT`` in
+views that exist: they never create a view, add a member or move a score back."""
 
 from __future__ import annotations
 
@@ -42,10 +33,8 @@ def _chunks(items: Iterable, size: int) -> Iterable[list]:
 
 
 def read_page(client: Client, group_id: int, start: int, stop: int) -> tuple[int, list[tuple[str, float]], str]:
-    """(member count, members ranked start..stop most recent first, membership epoch). One round trip.
-
-    A count of 0 means the view does not exist (a group without members has no view either).
-    """
+    """(member count, members ranked start..stop most recent first, membership epoch); one round
+    trip. A count of 0: no view (a group without members has none either)."""
     view = keys.group_view(group_id)
     pipe = client.pipeline(transaction=False)
     pipe.zcard(view)
@@ -60,13 +49,9 @@ def epoch(client: Client, group_id: int) -> str:
 
 
 def build(client: Client, group_id: int, scores: Mapping[str, float | None], seen_epoch: str, ttl: int) -> bool:
-    """Materialize a group's view from its members' last seen; False when a membership change raced it.
-
-    One round trip: a MULTI fills a temporary key (with its own TTL), indexes each member's group,
-    and runs the publish script, which renames the temporary key over the view only if the
-    group's epoch is still ``seen_epoch``. Concurrent builders each use their own temporary key,
-    so the last publish wins with an equally complete view.
-    """
+    """Materialize a group's view; False when a membership change raced it. One MULTI: fill a
+    temporary key, index each member's group, publish only if the epoch is still ``seen_epoch``.
+    Concurrent builders each use their own key, so the last publish wins with an equally complete view."""
     temp = keys.group_view_build(group_id, secrets.token_hex(8))
     view_ttl_ms = int(ttl * 1000)
     pipe = client.pipeline(transaction=True)
@@ -92,7 +77,7 @@ def queue_groups_of(pipe: Pipeline, users: Iterable[str]) -> int | None:
 
 def upsert(client: Client, updates: Updates) -> int:
     """Apply last-seen updates to the views that exist; returns how many (view, member) moved. One
-    EVALSHA (EXISTS + ZADD XX GT, atomic) per KEYS_PER_ROUND views, all in one round trip."""
+    round trip, an EVALSHA per ``KEYS_PER_ROUND`` views."""
     pipe = client.pipeline(transaction=False)
     calls = []
     for batch in _chunks(updates.items(), KEYS_PER_ROUND):
@@ -109,13 +94,9 @@ def upsert(client: Client, updates: Updates) -> int:
 
 
 def drop(client: Client, group_ids: Iterable[int], removed: Iterable[tuple[int, str]], ttl: int) -> None:
-    """Membership changed: bump each group's epoch (a build in flight is discarded), delete its view,
-    and take removed members' index entries out. One round trip.
-
-    The epoch lives as long as a view (``ttl``) plus slack: far longer than any build, so a build
-    never sees the epoch expire and come back with the value it read. MULTI, so the epoch never
-    exists without its TTL.
-    """
+    """Membership changed: bump each group's epoch (discarding a build in flight), delete its view
+    and removed members' index entries; one MULTI. The epoch outlives any build, so none sees it
+    expire and come back with the value it read."""
     pipe = client.pipeline(transaction=True)
     for group_id in set(group_ids):
         pipe.incr(keys.group_epoch(group_id))

@@ -1,13 +1,7 @@
-"""Every Redis key the service uses is built here, and each builder declares its key family.
-
-Keys start with ``ACTIVITY_KEY_PREFIX``. Keys that one Lua script or one MULTI touches together
-share a Redis Cluster hash tag (``{...}``) so the service runs unchanged on a Cluster.
-
-A family is one kind of key: its pattern, its Redis type and how long its keys live (long-lived,
-a fixed TTL, a retention counted from the day in the key's name, or deleted when found without a
-TTL). The declaration sits on the builder (``@family``) and the sweep reads the same declarations
-(``stray_ttl``), so a key cannot be built without saying how long it lives, and the sweep never
-gives a key a TTL its writers would not (``tests/test_sweep.py`` holds both to it).
+"""Every Redis key the service uses is built here, each builder declaring its family (pattern, type,
+lifetime) with ``@family``. The sweep reads the same declarations, so no key is built without saying
+how long it lives and the sweep never gives a key a TTL its writers would not. Keys one script or
+MULTI touches together share a hash tag, so every atomic step stays in one Cluster slot.
 """
 
 from __future__ import annotations
@@ -26,11 +20,8 @@ from activity.calendar import DAY_SECONDS
 
 @dataclass(frozen=True, slots=True)
 class Lifetime:
-    """How long a family's keys live: what the writers give them, and so what the sweep restores.
-
-    ``stray_ttl(fields, now)`` is the TTL in seconds for a key found without one (0: delete it;
-    None: leave it alone), ``fields`` being the values of the key's pattern placeholders.
-    """
+    """How long a family's keys live, and so what the sweep restores: ``stray_ttl(fields, now)`` is
+    the TTL for a key found without one (0: delete it; None: leave it), given its placeholders' values."""
 
     kind: str  # "long-lived", "ttl", "dated" or "delete"
     stray_ttl: Callable[[Mapping[str, str], float], int | None]
@@ -62,9 +53,9 @@ _LONGEST_DAYS = {"day": KEEP_DAYS + 1, "week": KEEP_DAYS + 7, "month": KEEP_DAYS
 
 
 def _dated_retention(fields: Mapping[str, str], now: float) -> int:
-    """A key of a day, ISO week or month lives until the period's last day ends + ``KEEP_DAYS``, as
-    ``activity.store.audience`` writes it; one out of retention is deleted (no writer renews it), one
-    whose name holds no readable period gets the longest TTL a writer gives."""
+    """As ``activity.store.audience`` writes it: until the period's last day ends + ``KEEP_DAYS``.
+    Past that the key is deleted (no writer renews it); a name without a readable period gets the
+    longest TTL a writer gives."""
     period = next(name for name in calendar.PERIODS if name in fields)
     try:
         if period == "day":
@@ -150,10 +141,8 @@ def stray_ttl(key: str, now: float, default: int) -> int | None:
 
 
 def page_stats_ttl(stats_days: int, weekly: bool = False) -> int:
-    """Seconds a per-day page statistic (``weekly``: per-week ones and display names) lives: from
-    its first write for counters and the day's paths, its last for display names and the keys
-    listing a period's users (the page-view scripts, ``activity.store.sessions``), and the sweep's
-    TTL for one without."""
+    """Seconds a page statistic of a day (``weekly``: of a week, and display names) lives after the
+    write that gives it its TTL; also what the sweep gives one found without."""
     return (stats_days + (7 if weekly else 0)) * DAY_SECONDS
 
 
@@ -161,15 +150,13 @@ def _page_stats(weekly: bool = False) -> Lifetime:
     return fixed(lambda: page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly))
 
 
-# --- last seen: one sorted set plus the "changed since last flush" index, all tagged {ls} ------
-# With ACTIVITY_LAST_SEEN_PARTITIONS = N > 1 the three are split by a hash of the user id into N
-# partitions, each tagged {ls:<partition>} (so a Cluster spreads them over its shards while one
-# script still touches one slot); N = 1 keeps the unpartitioned names below, and their data.
+# --- last seen and its flush queue, tagged {ls}, or {ls:<partition>} per partition when
+# ACTIVITY_LAST_SEEN_PARTITIONS > 1 (a Cluster then spreads the writes; a script stays in one slot).
 
 
 @family("{ls}:seen", "zset", LONG_LIVED)
 def last_seen() -> str:
-    """Sorted set: member = user id, score = last-seen epoch seconds. Long-lived."""
+    """Sorted set: user id -> last-seen epoch seconds, written only forward."""
     return f"{prefix()}{{ls}}:seen"
 
 
@@ -196,7 +183,7 @@ def tombstones(tag: str) -> str:
 
 @family("{ls:<partition>}:seen", "zset", LONG_LIVED)
 def last_seen_partition(partition: int) -> str:
-    """Sorted set: ``last_seen`` of the users whose id hashes to ``partition``. Long-lived."""
+    """Sorted set: ``last_seen`` of the users whose id hashes to ``partition``."""
     return f"{prefix()}{{ls:{partition}}}:seen"
 
 
@@ -215,8 +202,8 @@ def last_seen_claimed_partition(partition: int) -> str:
 # A lock without a TTL would block its job forever; an announcement list without one is a leftover.
 @family("lock:{<name>}", "string", DELETE)
 def lock(name: str) -> str:
-    """String: a lock (SET NX PX with a random token). Always has a TTL. Tagged with its name, so
-    the lock and its announcement list share a Cluster slot."""
+    """String: a lock's random holder token (SET NX PX), tagged with its name so the lock and its
+    announcement list share a Cluster slot."""
     return f"{prefix()}lock:{{{name}}}"
 
 
@@ -236,7 +223,7 @@ def health() -> str:
 @family("rate:<scope>:<ident>:<window>", "string", DELETE)
 def rate_limit(scope: str, ident: str, window: int) -> str:
     """String counter: requests of client ``ident`` under ``scope`` in fixed window number ``window``
-    (TTL: the window's length, set with the first request)."""
+    (TTL: the window's length plus a second, renewed with each count)."""
     return f"{prefix()}rate:{scope}:{ident}:{window}"
 
 
@@ -247,117 +234,108 @@ def traffic(day: str) -> str:
 
 
 # --- visitors and audience figures ---------------------------------------------------------------
-# "First visit ever" hashes and their per-day new-visitor counters are spread over VISITOR_SHARDS
-# hash tags {vis:N} (N = low bits of the visitor id), so a Cluster spreads the membership store over
-# several slots while one Lua call still touches one slot: a visitor's partition hash and the
-# counter it increments share the shard's tag. Active users and unique visitors are written into
-# their day's, week's and month's keys at once, so a week or month figure is one count, never a
-# union over days; each family has one tag: {au} and {uv}.
+# First visits are spread over audience.VISITOR_SHARDS tags {vis:N}, a visitor's partition hash and
+# the counter it increments sharing one. Active users ({au}) and unique visitors ({uv}) go into the
+# day's, week's and month's keys at once, so a week or month figure is one count, never a union.
 
 
 @family("{vis:<shard>}:seen:<partition>", "hash", LONG_LIVED)
 def visitor_seen(shard: int, partition: int) -> str:
-    """Hash: field = 16-byte visitor id, value = day number of the first visit. Long-lived."""
+    """Hash: 16-byte visitor id -> day number of its first visit ever."""
     return f"{prefix()}{{vis:{shard}}}:seen:{partition}"
 
 
 @family("{vis:<shard>}:new:<day>", "string", DATED)
 def new_visitors(shard: int, day: str) -> str:
-    """String counter: new visitors on ``day`` (YYYYMMDD) in this shard, until harvested. TTL."""
+    """String counter: new visitors on ``day`` (YYYYMMDD) in this shard, until harvested."""
     return f"{prefix()}{{vis:{shard}}}:new:{day}"
 
 
 @family("{vis:<shard>}:harvested:<day>", "string", DATED)
 def new_visitors_harvested(shard: int, day: str) -> str:
-    """String: new visitors of ``day`` harvested from the counter so far (the rollup's input). TTL."""
+    """String: new visitors of ``day`` harvested from the counter so far (the rollup's input)."""
     return f"{prefix()}{{vis:{shard}}}:harvested:{day}"
 
 
 @family("{uv}:day:<day>", "string", DATED)
 def unique_visitors(day: str) -> str:
-    """HyperLogLog: the anonymous visitors seen on ``day`` (signed-in ones count as active users). TTL."""
+    """HyperLogLog: anonymous visitors seen on ``day`` (signed-in ones count as active users)."""
     return f"{prefix()}{{uv}}:day:{day}"
 
 
 @family("{uv}:week:<week>", "string", DATED)
 def unique_visitors_week(week: str) -> str:
-    """HyperLogLog: the anonymous visitors seen in ISO ``week`` (YYYYWww). TTL."""
+    """HyperLogLog: anonymous visitors seen in ISO ``week`` (YYYYWww)."""
     return f"{prefix()}{{uv}}:week:{week}"
 
 
 @family("{uv}:month:<month>", "string", DATED)
 def unique_visitors_month(month: str) -> str:
-    """HyperLogLog: the anonymous visitors seen in ``month`` (YYYYMM). TTL."""
+    """HyperLogLog: anonymous visitors seen in ``month`` (YYYYMM)."""
     return f"{prefix()}{{uv}}:month:{month}"
 
 
 @family("{au}:bits:day:<day>", "string", DATED)
 def active_bits(day: str) -> str:
-    """Bitmap: bit N set when the user with integer id N was active on ``day``. TTL."""
+    """Bitmap: bit N set when the user with integer id N was active on ``day``."""
     return f"{prefix()}{{au}}:bits:day:{day}"
 
 
 @family("{au}:hll:day:<day>", "string", DATED)
 def active_hll(day: str) -> str:
-    """HyperLogLog: active users on ``day`` whose ids are not small integers. TTL."""
+    """HyperLogLog: active users on ``day`` whose ids have no bit (not integers up to ``audience.MAX_ID``)."""
     return f"{prefix()}{{au}}:hll:day:{day}"
 
 
 @family("{au}:bits:week:<week>", "string", DATED)
 def active_bits_week(week: str) -> str:
-    """Bitmap: bit N set when the user with integer id N was active in ISO ``week``. TTL."""
+    """Bitmap: bit N set when the user with integer id N was active in ISO ``week``."""
     return f"{prefix()}{{au}}:bits:week:{week}"
 
 
 @family("{au}:bits:month:<month>", "string", DATED)
 def active_bits_month(month: str) -> str:
-    """Bitmap: bit N set when the user with integer id N was active in ``month``. TTL."""
+    """Bitmap: bit N set when the user with integer id N was active in ``month``."""
     return f"{prefix()}{{au}}:bits:month:{month}"
 
 
 @family("{au}:hll:week:<week>", "string", DATED)
 def active_hll_week(week: str) -> str:
-    """HyperLogLog: active users in ISO ``week`` whose ids are not small integers. TTL."""
+    """HyperLogLog: active users in ISO ``week`` whose ids have no bit."""
     return f"{prefix()}{{au}}:hll:week:{week}"
 
 
 @family("{au}:hll:month:<month>", "string", DATED)
 def active_hll_month(month: str) -> str:
-    """HyperLogLog: active users in ``month`` whose ids are not small integers. TTL."""
+    """HyperLogLog: active users in ``month`` whose ids have no bit."""
     return f"{prefix()}{{au}}:hll:month:{month}"
 
 
 # --- navigation sessions and page-view statistics: all tagged {pv} -----------------------------
-# One tag because each page-view script of a batch writes every user's keys (session list,
-# counters, name) together with the shared per-day keys, and because the reports' SORT reads the
-# per-user counters and names through BY/GET patterns, which Redis Cluster allows only within the
-# sorted key's slot.
-# Page statistics live PAGE_STATS_DAYS (weekly ones 7 more), whatever their day: counters and the
-# day's paths after their first write, display names after their last, and the keys listing a
-# period's users after its latest new user, merge or (pending sets) first entry since a merge; so
-# the sweep gives one found without a TTL
-# exactly that (per-user counters, candidates, by-name indexes and their pending sets of either
-# period: the week's, the longer).
+# One tag: a page-view script writes users' keys together with the shared per-day keys, and the
+# reports' SORT BY/GET reads per-user keys, which a Cluster allows only in the sorted key's slot.
+# Page statistics live PAGE_STATS_DAYS (a week's 7 more) from the write that gives them their TTL,
+# and the sweep gives that to one found without (the week's, the longer, to keys of either period).
 
 PV_TAG = "{pv}"
 
 
 @family("{pv}:session:<user>", "list", fixed(lambda: conf.settings.SESSION_WINDOW))
 def session(user: str) -> str:
-    """List: the user's current navigation session, oldest page first (TTL = session window)."""
+    """List: the user's current navigation session, oldest page first, renewed by each view."""
     return f"{prefix()}{PV_TAG}:session:{user}"
 
 
 @family("{pv}:name:<user>", "string", _page_stats(weekly=True))
 def display_name(user: str) -> str:
-    """String: the user's username, or the user id until one is known (TTL: week statistics)."""
+    """String: the user's username, or the user id until one is known."""
     return f"{prefix()}{PV_TAG}:name:{user}"
 
 
 @family("{pv}:aliases:<user>", "set", _page_stats(weekly=True))
 def display_aliases(user: str) -> str:
-    """Set: the user's former display names, which past periods' by-name indexes may still hold
-    (written on a rename only; TTL: as those indexes), so an erase finds every entry."""
+    """Set: the user's former display names, kept on a rename so an erase finds the entries past
+    periods' by-name indexes still hold under them."""
     return f"{prefix()}{PV_TAG}:aliases:{user}"
 
 
@@ -368,67 +346,62 @@ def display_name_pattern() -> str:
 
 @family("{pv}:started:<day>", "string", _page_stats())
 def sessions_started(day: str) -> str:
-    """String counter: sessions started on ``day`` (YYYYMMDD, UTC) (TTL: day statistics)."""
+    """String counter: sessions started on ``day`` (YYYYMMDD, UTC)."""
     return f"{prefix()}{PV_TAG}:started:{day}"
 
 
 @family("{pv}:views:<day>", "string", _page_stats())
 def page_views(day: str) -> str:
-    """String counter: page views on ``day`` (TTL: day statistics)."""
+    """String counter: page views on ``day``."""
     return f"{prefix()}{PV_TAG}:views:{day}"
 
 
 @family("{pv}:paths:<day>", "zset", _page_stats())
 def path_views(day: str) -> str:
-    """Sorted set: member = path, score = its page views on ``day``, the top
-    ``ACTIVITY_PAGE_STATS_MAX_PATHS`` kept (TTL: day statistics)."""
+    """Sorted set: path -> its page views on ``day``, the ``sessions.MAX_PATHS_PER_DAY`` most viewed kept."""
     return f"{prefix()}{PV_TAG}:paths:{day}"
 
 
-# A day's transitions are two sorted sets of the same members, "page NUL next page" (a page never
-# holds a NUL; lua/session_record.lua counts no step of one that does): one counts each step, the
-# other (every score 0) finds a page's steps by one ZRANGEBYLEX. Their number does not grow with the
-# paths, and lua/session_record.lua bounds their members per page and per day.
+# A day's transitions are two sorted sets of the same "page NUL next page" members: one counts each
+# step, the other (scores 0) finds a page's steps by one ZRANGEBYLEX. Two keys a day, not one a page:
+# a script can declare them, and keys do not grow with the paths. Members are capped per page and day.
 @family("{pv}:next:<day>", "zset", _page_stats())
 def transitions(day: str) -> str:
-    """Sorted set: member = a page, NUL, a page viewed next after it in a session on ``day``, score =
-    how often; each page's ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent kept, and the day's
-    ``sessions.MAX_TRANSITIONS_PER_DAY`` most frequent in all (TTL: day statistics)."""
+    """Sorted set: "page NUL next page" -> how often one followed the other in a session on ``day``,
+    each page's ``sessions.MAX_NEXT_PAGES`` and the day's ``sessions.MAX_TRANSITIONS_PER_DAY`` most frequent kept."""
     return f"{prefix()}{PV_TAG}:next:{day}"
 
 
 @family("{pv}:next-index:<day>", "zset", _page_stats())
 def transitions_index(day: str) -> str:
-    """Sorted set, every score 0: the members of ``transitions(day)``, so a page's steps are
-    ``ZRANGEBYLEX [page NUL (page \\x01`` (written and trimmed with it; TTL: day statistics)."""
+    """Sorted set, every score 0: the members of ``transitions(day)``, so a page's steps are one
+    ``ZRANGEBYLEX [page NUL (page \\x01``."""
     return f"{prefix()}{PV_TAG}:next-index:{day}"
 
 
 @family("{pv}:next-cdf:<window>:<path>", "zset", DELETE)
 def transitions_cdf(window: str, path: str) -> str:
-    """Sorted set: the pages that followed ``path`` over ``window`` (last day + days), score = running
-    sum of their counts, for weighted picks by ZRANGEBYSCORE (TTL: report TTL + stale grace)."""
+    """Sorted set: the pages that followed ``path`` over ``window`` (last day + days), scored by the
+    running sum of their counts, for weighted picks by ZRANGEBYSCORE."""
     return f"{prefix()}{PV_TAG}:next-cdf:{window}:{path}"
 
 
 @family("{pv}:next-total:<window>:<path>", "string", DELETE)
 def transitions_total(window: str, path: str) -> str:
-    """String: the sum of the counts in ``transitions_cdf``; marks a built copy, even an empty one
-    (same TTL as the copy, fresh while its PTTL exceeds the stale grace)."""
+    """String: the sum of the counts in ``transitions_cdf``; it also marks a built copy, even an empty one."""
     return f"{prefix()}{PV_TAG}:next-total:{window}:{path}"
 
 
 @family("{pv}:recs:<user>", "string", DELETE)
 def recommendations(user: str) -> str:
     """String: the user's recommendations as last computed, after the fingerprint of the session
-    and window they were computed for (TTL: report TTL)."""
+    and window they were computed for."""
     return f"{prefix()}{PV_TAG}:recs:{user}"
 
 
 @family("{pv}:uv:<period>:<user>", "string", _page_stats(weekly=True))
 def user_views(period: str, user: str) -> str:
-    """String counter: one user's page views in ``period`` (``d:YYYYMMDD`` or ``w:YYYYWww``); TTL set
-    when its first view creates it."""
+    """String counter: one user's page views in ``period`` (``d:YYYYMMDD`` or ``w:YYYYWww``)."""
     return f"{prefix()}{PV_TAG}:uv:{period}:{user}"
 
 
@@ -439,9 +412,8 @@ def user_views_pattern(period: str) -> str:
 
 @family("{pv}:top:<period>", "zset", _page_stats(weekly=True))
 def top_viewers(period: str) -> str:
-    """Sorted set: user id -> page views in ``period`` of the ``ACTIVITY_REPORT_CANDIDATES`` users
-    with the most (ties: the greater user id, as SORT ... DESC), kept by ``lua/viewer_rank.lua``; the
-    ``most-active`` report sorts its top K (TTL: as the period's counters, renewed with each new one)."""
+    """Sorted set: user id -> page views in ``period`` of the ``sessions.CANDIDATES`` users with the
+    most (ties: the greater id, as SORT ... DESC), from which ``most-active`` is built."""
     return f"{prefix()}{PV_TAG}:top:{period}"
 
 
@@ -452,9 +424,8 @@ NAME_SEPARATOR = "\0"
 
 @family("{pv}:byname:<period>", "zset", _page_stats(weekly=True))
 def viewers_by_name(period: str) -> str:
-    """Sorted set, every score 0: member = display name, NUL, user id, for each user with page views
-    in ``period`` merged from ``viewers_by_name_pending``; the ``active-by-name`` report pages it by
-    rank (TTL: as the period's counters, renewed by each merge that moves entries in)."""
+    """Sorted set, every score 0: "name NUL user id" of each user with page views in ``period``
+    (once merged from the pending set), which ``active-by-name`` pages by rank."""
     return f"{prefix()}{PV_TAG}:byname:{period}"
 
 
@@ -462,13 +433,11 @@ def viewers_by_name(period: str) -> str:
 # belongs to exactly one family.
 @family("{pv}:byname-pending:<period>", "set", _page_stats(weekly=True))
 def viewers_by_name_pending(period: str) -> str:
-    """Set: "name NUL user" entries of ``period`` not yet in ``viewers_by_name``.
-    ``lua/viewer_names.lua`` adds a user's entry at its first view of the period or at a rename (an
-    SADD, O(1), where an ordered insert into the index is O(log N)); the by-name read and the
-    refresh job move them into the index a bounded slice per call. The set also holds a marker, the empty
-    string, so the script's SADD tells when the set is new and gets its TTL (as the period's
-    counters, from the first entry since the set was made or a merge took the marker), without an
-    EXPIRE at every new viewer."""
+    """Set: "name NUL user id" entries of ``period`` not yet merged into ``viewers_by_name``.
+
+    An SADD at a user's first view is O(1) where an ordered insert is O(log N); reads and the refresh
+    job merge a bounded slice per call. The empty string marks a set that has its TTL.
+    """
     return f"{prefix()}{PV_TAG}:byname-pending:{period}"
 
 
@@ -478,7 +447,7 @@ def viewers_by_name_pending(period: str) -> str:
 
 @family("{pv}:report:<report_id>:rows", "list", DELETE)
 def report_rows(report_id: str) -> str:
-    """List: a report's rows as SORT ... STORE wrote them (TTL = report TTL + stale grace)."""
+    """List: a report's rows, user, name and views in turn, as SORT ... GET ... STORE lays them out."""
     return f"{prefix()}{PV_TAG}:report:{report_id}:rows"
 
 
@@ -491,8 +460,8 @@ def report_candidates(report_id: str) -> str:
 
 @family("{pv}:report:<report_id>:meta", "string", DELETE)
 def report_meta(report_id: str) -> str:
-    """String: when the report was built (epoch seconds); same TTL as its rows, so it also marks
-    a built-but-empty report (SORT ... STORE of nothing stores no list)."""
+    """String: when the report was built (epoch seconds); it also marks a built but empty report,
+    since SORT ... STORE of nothing stores no list."""
     return f"{prefix()}{PV_TAG}:report:{report_id}:meta"
 
 
@@ -502,26 +471,24 @@ REPORT_READ_WINDOW = 600
 
 @family("{pv}:reports:read", "zset", fixed(lambda: REPORT_READ_WINDOW))
 def reports_read() -> str:
-    """Sorted set: report = name:period, score = last read time; the refresh job's work list
-    (TTL: the read window, renewed by every read)."""
+    """Sorted set: ``name:period`` of each report -> when it was last read; the refresh job's work list."""
     return f"{prefix()}{PV_TAG}:reports:read"
 
 
 # --- group views: every key tagged {grp}, so one Lua call or MULTI may touch any of them ---------
-# Tagged apart from {ls}: the build reads last seen in its own round trip (see store/groups.py).
-# Every key of the family has a TTL; one without is a rogue partial view (the TTL guard can leave
-# one) or a leftover, and deleting it is safe: the next read rebuilds it.
+# Apart from {ls}: a build reads last seen in its own round trip. A key found without a TTL is a
+# leftover; deleting it is safe, as the next read rebuilds the view.
 
 
 @family("{grp}:view:<group_id>", "zset", DELETE)
 def group_view(group_id: int) -> str:
-    """Sorted set: member = user id, score = last seen (-1 = never seen). TTL GROUP_VIEW_TTL."""
+    """Sorted set: member of the group -> last seen (-1: never seen)."""
     return f"{prefix()}{{grp}}:view:{group_id}"
 
 
 @family("{grp}:build:<group_id>:<token>", "zset", DELETE)
 def group_view_build(group_id: int, token: str) -> str:
-    """Sorted set: a view being built, RENAMEd over the view when complete. Short TTL."""
+    """Sorted set: a view being built, RENAMEd over the view when complete."""
     return f"{prefix()}{{grp}}:build:{group_id}:{token}"
 
 
@@ -533,5 +500,5 @@ def group_epoch(group_id: int) -> str:
 
 @family("{grp}:user:<user>", "set", DELETE)
 def user_groups(user: str) -> str:
-    """Set: ids of the groups of ``user`` whose views were built; TTL outlives those views."""
+    """Set: ids of the groups of ``user`` whose views were built, so an event finds the views to update."""
     return f"{prefix()}{{grp}}:user:{user}"

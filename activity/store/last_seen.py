@@ -1,12 +1,6 @@
-"""Last seen per user: a sorted set written only through "ZADD unless smaller", and pruned of
-members older than the retention unless their change still waits for the database.
-
-With ``ACTIVITY_LAST_SEEN_PARTITIONS`` = N the set, its dirty set and its claimed set are split into
-N partitions by a stable hash of the user id, each partition under its own hash tag, so no slot of
-a Redis Cluster carries every write. A write or a point read goes to the user's partition; a count
-adds the partitions up and a page of the online list is a k-way merge of one page per partition,
-all in one round trip. N = 1 is the unpartitioned layout (and its key names).
-"""
+"""Last seen per user: a sorted set written only through "ZADD unless smaller", so it never moves
+back, and pruned unless a change still waits for the database. ``ACTIVITY_LAST_SEEN_PARTITIONS``
+splits it by user over hash tags, so no Cluster slot carries every write (docs/last-seen.md)."""
 
 from __future__ import annotations
 
@@ -52,8 +46,7 @@ def partitions(count: int | None = None) -> tuple[Partition, ...]:
 
 @functools.lru_cache(maxsize=16)
 def _partitions(count: int, prefix: str) -> tuple[Partition, ...]:
-    """The key names of ``count`` partitions under ``prefix`` (the names' only other input), built
-    once rather than on every write and read: four keys a partition, up to dozens of partitions."""
+    """Built once rather than on every write and read; ``prefix`` is the names' only other input."""
     if count == 1:
         return (Partition(keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed(), keys.tombstones("ls")),)
     return tuple(
@@ -69,8 +62,7 @@ def _partitions(count: int, prefix: str) -> tuple[Partition, ...]:
 
 def layouts_holding_data(client: Client, probe: int = 64) -> tuple[bool, list[int]]:
     """(whether the unpartitioned keys hold anything, which of partitions 0..``probe``-1 hold last
-    seen): what a deploy check compares with ``ACTIVITY_LAST_SEEN_PARTITIONS``. One round trip of
-    EXISTS, one key each (keys of several slots in one EXISTS would fail on a cluster)."""
+    seen), for the deploy check. One round trip; one EXISTS a key, as a cluster refuses one across slots."""
     pipe = client.pipeline(transaction=False)
     for key in (keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed()):
         pipe.exists(key)
@@ -87,8 +79,7 @@ def partition_of(user: str) -> Partition:
 
 
 def partition_index(user: str, count: int) -> int:
-    """The partition of ``user`` among ``count``: CRC-32 of the id, the same in every process and
-    release (Python's ``hash`` of a string is salted per process)."""
+    """CRC-32 of the id, the same in every process and release (``hash`` of a string is salted)."""
     return zlib.crc32(user.encode()) % count if count > 1 else 0
 
 
@@ -109,9 +100,8 @@ def _flatten(scores: Mapping[str, float], users: Iterable[str]) -> list[str | fl
 
 
 def queue_update(pipe: Pipeline, scores: Mapping[str, float], now: float) -> list[int]:
-    """Queue one EVALSHA per partition touched, moving each user's last seen forward (erased users'
-    excepted, while tombstoned); returns their reply indexes (the replies add up to the users whose
-    last seen moved)."""
+    """Queue one EVALSHA per partition touched, moving last seen forward (tombstoned users skipped);
+    returns the reply indexes, whose replies sum to the users who moved."""
     parts = partitions()
     return [
         pipe.script(
@@ -172,15 +162,9 @@ def queue_count_since(pipe: Pipeline, since: float) -> list[int]:
 def page_since(
     client: Client, since: float, limit: int, before: tuple[float, str] | None = None
 ) -> list[tuple[str, float]]:
-    """Users seen at or after ``since``, most recent first, strictly after the keyset ``before``.
-
-    Keyset paging (score, member) rather than offsets, so users moving to the top while a client
-    pages through do not shift later pages and make it skip anyone. Each partition gives its own
-    page after the same cursor, in the same order (score descending, then member descending), and
-    the pages are merged: the first ``limit`` of the merge are exactly the first ``limit`` of the
-    whole set after the cursor. One round trip of one command per partition, each O(log N + limit)
-    even when thousands of users share the cursor's score (``last_seen_page_after.lua``).
-    """
+    """Users seen at or after ``since``, most recent first, strictly after the keyset ``before``
+    (score, member): users moving to the top meanwhile cannot shift a later page. One round trip, a
+    page per partition merged, each O(log N + limit) however many share the cursor's score."""
     return page_and_count_since(client, since, limit, before, count=False)[0]
 
 
@@ -210,7 +194,7 @@ def page_and_count_since(
 
 def prune(client: Client, cutoff: float, step: int) -> tuple[int, int]:
     """Remove members last seen before ``cutoff`` unless still unflushed; returns (removed, kept).
-    ``step`` members examined per script call, partition after partition."""
+    ``step`` members a script call, so no call's work grows with the users."""
     removed = kept = 0
     for part in partitions():
         offset = 0
@@ -225,15 +209,12 @@ def prune(client: Client, cutoff: float, step: int) -> tuple[int, int]:
 
 
 def migrate_step(client: Client, count: int, step: int) -> int:
-    """Move up to ``step`` members of each unpartitioned key (last seen, dirty, claimed) into the
-    ``count`` partitions; returns how many distinct members were read (0: nothing is left).
+    """Move up to ``step`` members of each unpartitioned key into the ``count`` partitions; returns
+    how many distinct members were read (0: nothing is left). Four round trips, each bounded by ``step``.
 
-    Copy first, then delete what was copied, so a process killed in between leaves a member in both
-    layouts, never in neither. The copy is ``ZADD GT`` into last seen and ``ZADD LT`` into dirty
-    (a claim of the old layout becomes a change again: the next flush writes it), so applying it
-    twice, or over a newer write to the partition, changes nothing. The delete is a compare-and-
-    delete (``zrem_if_score.lua``): a member a process still on the old layout updated meanwhile
-    stays for the next step. Four round trips, each bounded by ``step``.
+    Copy (``ZADD GT`` / ``LT``, so a repeat changes nothing; an old claim becomes a change again),
+    then compare-and-delete: a kill in between leaves a member in both layouts, never in neither, and
+    one updated meanwhile by a process on the old layout stays for the next step.
     """
     source = partitions(1)[0]
     read = client.pipeline(transaction=True)  # one slot: the unpartitioned keys share {ls}

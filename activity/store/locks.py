@@ -1,13 +1,6 @@
-"""A Redis lock with its waiters' signal, after python-redis-lock.
-
-``SET key token NX PX ttl`` with a random token, released by a compare-token script:
-never SETNX then EXPIRE (a crash between the two leaves a lock forever), never a lock without a
-TTL, never a plain DEL to release (a holder whose lock expired would delete the next holder's).
-
-Each lock owns an announcement list. Taking the lock clears it; releasing pushes one element onto
-it, so clients that wait for the holder's work (``wait``) block on BLPOP instead of polling, and
-each one woken pushes the element back for the next.
-"""
+"""A Redis lock, after python-redis-lock: SET NX PX with a random token, so it always has a TTL, and a
+compare-and-delete release, so a holder whose lock expired never deletes the next holder's. Releasing
+pushes one element on the lock's announcement list, which waiters BLPOP and pass on rather than poll."""
 
 from __future__ import annotations
 
@@ -28,11 +21,8 @@ BLOCK_SHARE_OF_TIMEOUT = 0.8
 
 
 class Lock:
-    """One attempt at holding lock ``name`` for ``ttl_ms``; a fresh random token per instance.
-
-    ``with Lock(client, name, ttl_ms) as acquired:`` tries once (never waits): ``acquired`` says
-    whether the block holds the lock, and leaving the block releases it if so.
-    """
+    """One attempt at holding lock ``name`` for ``ttl_ms``, with its own random token:
+    ``with Lock(...) as acquired:`` tries once, never waits, and releases on leaving if it holds."""
 
     def __init__(self, client: Client, name: str, ttl_ms: int) -> None:
         self.client = client
@@ -62,10 +52,8 @@ class Lock:
 
 
 def wait(client: Client, name: str, seconds: float, ttl_ms: int) -> bool:
-    """Block until lock ``name``'s holder announces its release, for at most ``seconds`` (capped
-    below the socket timeout); True when an announcement came. The announcement is passed on for
-    the next waiter and kept for ``ttl_ms``.
-    """
+    """Block until lock ``name``'s holder announces its release, at most ``seconds`` (capped below
+    the socket timeout, so a quiet wait is not a failure); True when it came. Passed on to the next waiter."""
     socket_timeout = client.get_connection_kwargs().get("socket_timeout") or seconds
     signal = keys.lock_signal(name)
     try:

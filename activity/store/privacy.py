@@ -1,11 +1,6 @@
-"""One user's data across every key family: erase it (tombstoning the user where writes check) and
-read it for an export.
-
-Which keys a user's data can be in is decided above the store (``activity.services.privacy``, from the
-settings and the calendar) and handed in as a ``Where``: per-user keys are named by the user id,
-per-period keys by the periods still retained, so nothing here SCANs and every call's work is
-bounded by the retention settings, never by the number of users.
-"""
+"""One user's data across every key family: erase it (tombstoning the user where writes check), read
+it for an export. Where it can be comes in as a ``Where``, worked out from the settings, so nothing
+SCANs and the work is bounded by the retention, never by the number of users."""
 
 from __future__ import annotations
 
@@ -46,14 +41,10 @@ def _queue_erase(
 
 
 def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, list[str]]:
-    """Remove the user from last seen (not from a running flush's claim: the flush settles it),
-    sessions, names, page statistics, report copies, active-user bitmaps and the first-visit store,
-    and tombstone them until ``until`` in each slot that checks. One round trip; returns (traces
-    removed, the ids of the groups whose views index the user, to be dropped next).
-
-    Last seen goes first: a group view being built reads last seen before the group's epoch, so
-    once the caller bumps the epochs no build can publish what it read before this erase.
-    """
+    """Erase the user everywhere but a running flush's claim (the flush settles it), tombstoned
+    until ``until`` in each slot that checks. One round trip; returns (traces removed, ids of the
+    groups whose views index the user). Drop those views after: a build reads the epoch before last
+    seen, so one that read the user's last seen before this erase cannot publish past the bump."""
     user = where.user
     pv: list[tuple[str, str]] = [(keys.display_name(user), "name"), (keys.display_aliases(user), "aliases")]
     pv += [(keys.viewers_by_name(period), "byname") for period in where.page_periods]

@@ -1,9 +1,5 @@
-"""Request counters for rate limiting: one counter per client and fixed window, O(1) per client.
-
-DRF's own throttles keep the time of every request of the window in one cached list, read and
-written whole on each request, so their cost grows with the rate. A fixed window needs one counter,
-added to with INCRBY, as Sentry's rate limiter does.
-"""
+"""Request counters for rate limiting: one counter per client and fixed window (INCRBY), so the cost
+stays O(1) where DRF's throttles read and write every request time of the window."""
 
 from __future__ import annotations
 

@@ -1,24 +1,6 @@
-"""Sorted reports in Redis, each command's work bounded whatever the number of viewers.
-
-The page-view scripts keep, per day and ISO week, the top viewers (user -> views, the
-``ACTIVITY_REPORT_CANDIDATES`` users with the most: ``lua/viewer_rank.lua``) and the by-name entries
-("name NUL user") of the period's new viewers in a pending set (``lua/viewer_names.lua``), which
-merges move into a by-name index (score 0) a bounded slice at a time, so no report ever sorts every
-viewer:
-
-- a ranked report's copy is built by copying the top viewers' first K into a candidates set
-  (ZRANGESTORE ... REV LIMIT) and one ``SORT candidates BY views DESC GET # GET name GET views
-  STORE`` of those K, in one MULTI: O(log C + K log K) for C candidates (on a Redis Cluster, where
-  SORT may not use BY and GET patterns, the same rows from the top viewers' first K and their names,
-  written in one MULTI). Its rows and a meta key (build time) live ``keep_ms``; pages are read with
-  ``LRANGE``;
-- the by-name report is the index itself, read a page at a time by rank after merging one slice of
-  pending entries in the same call (``lua/report_by_name.lua``), then each user's views from their
-  counters (one MGET): O(slice x log N + page), nothing to rebuild, current unless more than a slice
-  was pending.
-
-Which report to build when, and who may build it, is decided above the store (``activity.services.reports``).
-"""
+"""Sorted reports, no command's work growing with the viewers (docs/sessions-reports.md): a ranked
+copy sorts only the first K of the period's top viewers; the by-name report reads its index a page
+at a time after merging one bounded slice of pending entries. ``services.reports`` decides when."""
 
 from __future__ import annotations
 
@@ -45,11 +27,8 @@ class Copy:
 
 
 def read(client: Client, report_id: str, first: int, size: int, marker: str, now: float, window_s: int) -> Copy | None:
-    """Rows ``first``..``first + size - 1`` of the stored copy, or None when there is none.
-
-    One script (``lua/report_read.lua``): PTTL and GET of the meta, LLEN and one LRANGE of the
-    rows, and the ZADD of ``marker`` (``name:period``) that tells the refresh job the report is read.
-    """
+    """Rows ``first``..``first + size - 1`` of the stored copy, or None when there is none. One
+    script, so its life, length and rows agree, which also tells the refresh job the report is read."""
     width = len(COLUMNS)
     script_keys = [keys.report_meta(report_id), keys.report_rows(report_id), keys.reports_read()]
     page = [first * width, (first + size) * width - 1]
@@ -61,14 +40,10 @@ def read(client: Client, report_id: str, first: int, size: int, marker: str, now
 
 
 def build_ranked(client: Client, report_id: str, period_key: str, top: int, keep_ms: int, now: float) -> None:
-    """The ``top`` users by views in the period, most first (ties: user id descending, as SORT
-    breaks them), with names and views: one MULTI of ZRANGESTORE of the top viewers' first K, one
-    SORT of those K ... STORE, the candidates' DEL, the rows' PEXPIRE and the meta. The top viewers
-    are ordered as SORT orders (views, then user id byte by byte), so their first K are the rows a
-    SORT over every viewer would give.
-
-    A Redis 7.0 cluster refuses SORT's BY and GET patterns: there ``_build_ranked_on_cluster``
-    writes the same rows in the same layout."""
+    """Store the ``top`` users by views in the period with names and views: one MULTI copying the
+    top viewers' first ``top`` and SORTing only those. The top viewers keep SORT's order (views, then
+    user id byte by byte), so these are the rows a SORT over every viewer gives. A cluster refuses
+    SORT's BY and GET patterns: there ``_build_ranked_on_cluster`` writes the same rows."""
     if is_cluster(client):
         _build_ranked_on_cluster(client, report_id, period_key, top, keep_ms, now)
         return
@@ -93,12 +68,9 @@ def build_ranked(client: Client, report_id: str, period_key: str, top: int, keep
 def _build_ranked_on_cluster(
     client: Client, report_id: str, period_key: str, top: int, keep_ms: int, now: float
 ) -> None:
-    """``build_ranked`` without SORT: the top viewers' first K with their views (ZRANGE ... REV:
-    views descending, then user id byte by byte descending, SORT ... DESC's order), one MGET of their
-    display names, then one MULTI writing the rows as SORT ... GET # GET name GET views STORE lays
-    them out (user, name, views a row; a missing name is ''), their PEXPIRE and the meta. Three
-    round trips behind the rebuild lock; the views are the top viewers' scores, which their
-    counters' INCR replies set."""
+    """``build_ranked`` without SORT: the top viewers' first K (ZRANGE REV is SORT ... DESC's
+    order), one MGET of their names, one MULTI writing the rows in SORT ... STORE's layout. Three
+    round trips, behind the rebuild lock."""
     rows = keys.report_rows(report_id)
     ranked = client.zrange(keys.top_viewers(period_key), 0, top - 1, desc=True, withscores=True)
     names = client.mget([keys.display_name(user) for user, _ in ranked]) if ranked else []
@@ -127,12 +99,9 @@ class ByName:
 
 
 def read_by_name(client: Client, period: str, day: date, first: int, size: int, merge_slice: int) -> ByName:
-    """Merge up to ``merge_slice`` pending entries of the ``period`` (``day`` / ``week``) holding
-    ``day`` into its by-name index, then read rows ``first``..``first + size - 1`` of the index
-    (``size`` 0: merge only), each with the user's views (0 when the counter expired apart from the
-    index). Two round trips for a page with rows: the script names the page's users, then one MGET
-    reads their counters (a script that built those key names itself would touch undeclared keys);
-    one when there are no rows. Each command's work is bounded by the slice and the page."""
+    """Merge up to ``merge_slice`` pending entries of ``period`` into its by-name index, then read
+    rows ``first``..``first + size - 1`` (``size`` 0: merge only) with each user's views. Two round
+    trips for rows: a script naming the counters from the page it reads would touch undeclared keys."""
     period_key = period_name(period, day)
     script_keys = [keys.viewers_by_name(period_key), keys.viewers_by_name_pending(period_key)]
     ttl = keys.page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly=period == "week")

@@ -1,15 +1,6 @@
-"""Loads ``lua/*.lua`` once and runs the scripts by SHA, recovering from NOSCRIPT.
-
-The scripts are the repository's top-level ``lua/``; the wheel carries them as ``activity/lua``
-(``pyproject.toml``'s ``force-include``), so an installed app reads them from the package.
-
-Plain calls go through redis-py's ``Script``, which reloads on NOSCRIPT. In pipelines, redis-py's
-``Script`` sends SCRIPT EXISTS before every execute (an extra round trip), so the service's own
-pipelines (``client.pipeline()``; their type ``Pipeline`` is importable from here too) queue a bare
-EVALSHA and recover from NOSCRIPT themselves. On a cluster the same holds per node: the pipeline
-sends each EVALSHA to the node serving its keys' slot, and the reload (SCRIPT LOAD) goes to every
-primary.
-"""
+"""Loads ``lua/*.lua`` (in a wheel, ``activity/lua``) and runs the scripts by SHA. A plain call goes
+through redis-py's ``Script``, which reloads on NOSCRIPT; in a pipeline that ``Script`` would add a
+SCRIPT EXISTS round trip, so the service's pipelines queue a bare EVALSHA (``store.client``)."""
 
 from __future__ import annotations
 

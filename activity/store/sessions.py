@@ -1,5 +1,5 @@
-"""Navigation sessions and page-view statistics: four scripts per day of a batch in one round trip,
-lists read by LRANGE."""
+"""Navigation sessions and page-view statistics: four scripts per day of a batch, queued in the
+batch's one round trip; a session page read by one LRANGE."""
 
 from __future__ import annotations
 
@@ -20,18 +20,15 @@ VIEWER_NAMES = LuaScript("viewer_names")
 VIEWER_RANK = LuaScript("viewer_rank")
 PAGE = LuaScript("session_page")
 ENTRY_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per view
-# Distinct transitions (page -> next page) kept per day, whatever the pages: junk paths (a crawler
-# inventing URLs, kept query strings) cannot grow the day's two transition sets without bound. The
-# least frequent go first, trimmed as the day's paths are once the slack is passed, so a trim is paid
-# for by that many new steps. The slack is not a tenth of the bound: a trim removes each step from
-# both sets, and 5,001 of them (40-byte paths) took one script call 6.4 ms, past issue 16's 5 ms for
-# any command; 1,001 took 1.5 ms.
-# Distinct paths kept per day in the top paths, and next pages kept per page and day (the most
-# viewed, or most frequent, survive), so a catch-all route or junk paths cannot grow them.
+# Distinct paths kept per day, and next pages per page and day (the most viewed, or most frequent,
+# survive), so a catch-all route or junk paths cannot grow them.
 MAX_PATHS_PER_DAY = 10_000
 MAX_NEXT_PAGES = 50
 # Users kept per day and week as the ranked reports' candidates (the top viewers).
 CANDIDATES = 1000
+# Distinct steps kept per day, whatever the pages, the least frequent trimmed once the slack is
+# passed. The slack is not a tenth, as for paths: a trim removes each step from both sets, and
+# trimming a tenth (5,000 steps) held one script call past the 5 ms target for any command.
 MAX_TRANSITIONS_PER_DAY = 50_000
 TRANSITIONS_PER_DAY_SLACK = 1_000
 
@@ -52,33 +49,21 @@ class SessionPage:
 
 
 def paths_slack(max_paths: int) -> int:
-    """New members a capped set (a day's paths, a page's next pages) takes past ``max_paths`` before
-    the script trims it: a tenth of the cap, so each trim's removals are paid for by that many cheap
-    views."""
+    """New members a capped set takes past ``max_paths`` before a trim: a tenth, so each trim's
+    removals are paid for by that many cheap views."""
     return max(max_paths // 10, 1)
 
 
 def queue_record(
     pipe: Pipeline, views: Sequence[PageView], window_s: int, max_pages: int, stats_days: int, now: float
 ) -> list[int]:
-    """Queue the scripts recording every view of the batch on ``pipe`` (still one round trip):
-    four per day the views fall on (a batch has one or two), the days in date order and each day's
-    views in batch order.
-    Returns the reply indexes of the session scripts, whose replies sum to the sessions started.
-    The views of a user erased and still tombstoned at ``now`` are skipped.
+    """Queue the scripts recording the batch's views on ``pipe``: four per day the views fall on,
+    each day's views in batch order; tombstoned users are skipped. Returns the session scripts'
+    reply indexes, whose replies sum to the sessions started.
 
-    ``lua/session_record.lua`` appends each view to its user's session, counts the sessions started
-    and, with ``ACTIVITY_TRANSITIONS``, the steps from page to page (each page keeping its
-    ``ACTIVITY_TRANSITIONS_MAX_NEXT`` most frequent next pages, the day its
-    ``MAX_TRANSITIONS_PER_DAY`` most frequent steps); ``lua/page_counts.lua`` counts the
-    views per day and per path, each day keeping its ``ACTIVITY_PAGE_STATS_MAX_PATHS`` most viewed
-    paths (plus at most ``paths_slack`` of it), so a catch-all route or kept query strings cannot
-    grow it without bound; ``lua/viewer_names.lua`` keeps the display names and puts a user's
-    by-name entry in the period's pending set until a merge (``activity.store.reports``) moves it
-    into the by-name index; ``lua/viewer_rank.lua`` counts each user's views per day and week and
-    keeps each period's ``ACTIVITY_REPORT_CANDIDATES`` users with the most views for the ranked
-    reports. The names script tells a user's first view of a period by the counters the ranking
-    script creates, so it is queued first.
+    Per day: sessions and transitions, counts per day and path, display names and by-name entries,
+    then views per user and the top viewers. The names script tells a user's first view of a period
+    by the counters the rank script creates, so it is queued first.
     """
     by_day: dict[date, list[PageView]] = {}
     for view in views:
@@ -147,8 +132,8 @@ def _queue_viewer_rank(pipe: Pipeline, when: date, views: Sequence[PageView], tt
 
 
 def page(client: Client, user: str, number: int, size: int) -> SessionPage | None:
-    """Page ``number`` (1-based) of the session, most recent first: one script reading LLEN, PTTL
-    and one LRANGE of just that page, so the count, the TTL and the rows describe the same list."""
+    """Page ``number`` (1-based) of the session, most recent first: one script, so the count, the
+    TTL and the rows describe the same list."""
     # Newest entries are on the right: page 1 is the last ``size`` entries, reversed. A start
     # before the head is clamped by Redis, so the last page holds just what remains.
     count, pttl, rows = PAGE(client, [keys.session(user)], [-number * size, -(number - 1) * size - 1])

@@ -1,9 +1,5 @@
-"""The sweep's Redis side: SCAN the service's prefix and repair keys found without a TTL.
-
-Which TTL a stray key gets (or whether it is deleted, or left alone as one of the documented
-long-lived keys) is its family's lifetime, declared on its builder in ``keys.py``
-(``keys.stray_ttl``): the same declaration the writers' TTLs are documented by.
-"""
+"""The sweep's Redis side: SCAN the prefix and repair keys found without a TTL, as their family in
+``keys.py`` declares (a TTL, deletion, or left alone)."""
 
 from __future__ import annotations
 
@@ -26,15 +22,9 @@ class SweepStep:
 
 
 def sweep(client: Client, count: int, default_ttl: int, now: float, dry_run: bool = False) -> Iterator[SweepStep]:
-    """SCAN the prefix ``count`` keys per step; each step repairs the keys it found without a TTL.
-
-    Two round trips per step: the SCAN, then one pipeline of ``expire_if_persistent`` calls (the
-    script checks the TTL itself, atomically, one key per call so Cluster slots do not matter). On
-    a cluster the steps walk every primary in turn.
-    Per-day keys get the TTL left to their day at ``now``; keys of no family ``default_ttl``.
-    Keys outside the prefix are never touched, even if the MATCH pattern let one through.
-    ``dry_run`` reads each candidate's PTTL instead, and reports what the repair would do.
-    """
+    """SCAN the prefix ``count`` keys a step, repairing what each step found without a TTL (keys of
+    no family get ``default_ttl``). Two round trips a step; the repair checks the TTL itself,
+    atomically, so a key given one meanwhile is left. ``dry_run`` reads PTTLs and changes nothing."""
     prefix = keys.prefix()
     for found in scan_steps(client, keys.sweep_pattern(), count):
         own = [key for key in found if key.startswith(prefix)]

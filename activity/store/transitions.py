@@ -1,11 +1,6 @@
-"""Page transitions and what is read from them: a user's recommendations, weighted random picks of
-the pages that follow a page, and each page's most frequent next pages.
-
-``lua/session_record.lua`` counts the transitions: per day, one sorted set of steps ("page NUL next
-page" -> times) and an index of the same members where a page's steps are one ZRANGEBYLEX, capped
-per page at the most frequent next pages and per day at ``sessions.MAX_TRANSITIONS_PER_DAY``. Every
-read here is bounded by (pages read) x (days) x (next pages kept per page and day).
-"""
+"""Reads of the page transitions ``lua/session_record.lua`` counts (``keys.transitions``): a user's
+recommendations, weighted random picks of next pages, each page's top next pages. Every read is
+bounded by pages x days x next pages kept per page and day."""
 
 from __future__ import annotations
 
@@ -51,9 +46,7 @@ def _day_sets(day_names: Sequence[str]) -> list[str]:
 
 def recommend(client: Client, request: Recommending) -> list[tuple[str, float]] | None:
     """The best ``request.keep`` next pages for the user's live session as (path, score), best
-    first: the rows cached for this very session, else computed from the session's latest pages
-    and cached for it. None when the user has no live session. One EVALSHA, reading at most
-    len(weights) pages x len(day_names) days of capped steps."""
+    first, cached for this very session; None without a live session. One EVALSHA, computed or cached."""
     script_keys = [keys.session(request.user), keys.recommendations(request.user), *_day_sets(request.day_names)]
     args = [request.context, len(request.weights), request.ttl_ms, request.keep, *map(repr, request.weights)]
     reply = RECOMMEND(client, script_keys, args)
@@ -70,9 +63,8 @@ def build_cdf(client: Client, window: str, day_names: Sequence[str], path: str, 
 
 
 def pick(client: Client, window: str, day_names: Sequence[str], path: str, draws: Sequence[float]) -> Picks | None:
-    """Distinct pages drawn from the copy, one per draw in [0, 1) while pages remain. None when no
-    copy is built but some page followed ``path`` on ``day_names`` (build it); an empty ``Picks``
-    (total 0) when none did: nothing to build. One EVALSHA: O(n log N)."""
+    """Distinct pages drawn from the copy, one per draw in [0, 1) while pages remain. None: no copy
+    but something to build; an empty ``Picks`` (total 0): nothing followed ``path``. One EVALSHA."""
     cdf_keys = [keys.transitions_cdf(window, path), keys.transitions_total(window, path)]
     indexes = [keys.transitions_index(day) for day in day_names]
     reply = NEXT_PICK(client, [*cdf_keys, *indexes], [path, *(repr(draw) for draw in draws)])

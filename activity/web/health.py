@@ -1,11 +1,6 @@
-"""``/healthz``: 200 when Redis takes a write and the database answers, 503 naming the part that
-does not.
-
-Anonymous clients get the status of each part and nothing else: error texts name hosts and
-ports, and the flush backlog is internal. Staff (and the log, on a failure) get the details:
-the error text and the flush backlog and lag. A slow flush is worth a look but the service still
-answers, so it never turns the status into a 503.
-"""
+"""``/healthz``: 200 when Redis takes a write and the database answers, 503 naming the part that does
+not. Only staff (and the log) see error texts and the flush backlog: they name hosts and internals. A
+slow flush never makes a 503, since the service still answers."""
 
 import logging
 

@@ -1,21 +1,8 @@
-"""Tracking middleware: records the signed-in user's last seen (and, for pages, i.e. GET answering
-2xx with HTML, a page view of their navigation session), or an anonymous visit. The request only
-hands its activity to its process's batches (``activity.services.tracking``), which a thread sends.
-
-Anonymous browsers get a random first-party visitor id cookie (128 bits from ``secrets``, signed
-with ``SECRET_KEY``, ``Secure`` over HTTPS; never derived from the IP), unless
-``ACTIVITY_VISITOR_COOKIES`` is off, the
-browser sends an opt-out signal the site honours (GPC, DNT: the cookie is then removed too) or the
-``ACTIVITY_VISITOR_CONSENT`` callable says no for the request. What kind of traffic a request is
-(a person's, a bot's, a machine's) is ``activity.services.traffic.classify``'s call; bots and machines are
-never visitors or page views, and are counted apart. A visit counts only once the browser
-sends the cookie back: a client that keeps no cookies never enters the permanent first-visit
-store. Anonymous visitors count as visitors, never as users.
-
-It fails open: when Redis cannot serve (unreachable, timing out, or refusing work: OOM, READONLY,
-BUSY, ...) the page is still served, the failure is logged and
-counted, and tracking pauses for a few seconds (``tracking.FAIL_OPEN_BACKOFF``) so a dead Redis
-does not add a connect timeout to every request.
+"""Tracking middleware: the signed-in user's last seen (and, for a GET answering 2xx with HTML, a page
+view), or an anonymous visit, handed to the process's batches (``services.tracking``). Anonymous
+browsers get a signed random visitor cookie, never derived from the IP, unless cookies are off, they
+opt out or the site's consent says no, and count only once they send it back (docs/visitors.md). It
+fails open: Redis failing pauses tracking (``tracking.fail_open``), never the page.
 """
 
 from __future__ import annotations
@@ -40,7 +27,8 @@ from activity.services.tracking import Activity
 logger = logging.getLogger("activity.web.middleware")
 
 
-# Set on a request whose caller's activity the API already recorded with its own round trip.
+# Set on a request whose caller's activity the API view hands to the batches itself (when the
+# request succeeds), so the middleware leaves the request alone.
 RECORDED = "activity_recorded"
 
 # Requests tracked: these methods, answered with these statuses (redirects included).
@@ -112,13 +100,10 @@ def _unsigned_visitor(value: str, key: str, fallback_keys: tuple[str, ...]) -> s
 
 
 def tracked_visitor(request: HttpRequest, response: HttpResponse) -> str | None:
-    """An anonymous request's visitor id (32 hex digits), once its browser sent the cookie back.
-
-    A request without a valid cookie gets a new one and records nothing: a client that never
-    returns cookies (a bot, curl, an uptime probe) would otherwise be a new visitor, and a permanent
-    first-visit entry, on every request. None also for signed-in users (they keep their user id),
-    untracked requests and when consent is off.
-    """
+    """An anonymous request's visitor id, once its browser sent the cookie back. Without a valid
+    cookie it gets one and records nothing, or a client that keeps no cookies (a bot, curl, a probe)
+    would be a new visitor, and a permanent first-visit entry, on every request. None too for
+    signed-in users, untracked requests and refused consent."""
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         return None

@@ -1,8 +1,5 @@
-"""``manage.py activity_erase <user> [<user> ...]``: erase users' activity everywhere.
-
-Every id is checked before anything is erased: a malformed id or one nothing is known of stops the
-command with an error naming it, and nothing is erased (rerun with the good ids).
-"""
+"""``manage.py activity_erase <user> [<user> ...]``: erase users' activity everywhere. Every id is
+checked first, so a malformed or unknown one stops the command, named, before anything is erased."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Token authentication without a database query per request.
-
-DRF's ``TokenAuthentication`` reads the token and its user from the database on every request. A
-machine posting events thousands of times a minute would make the database the bottleneck of an
-ingest path that otherwise never touches it. Here each process keeps what it read for
-``ACTIVITY_TOKEN_CACHE_TTL`` seconds: a deleted or rotated token keeps working in another process
-for at most that long (in this process it stops at once: the token's delete signal evicts it),
-and so does a change to the user (deactivated, staff status, permissions).
-"""
+"""Token authentication without a database query per request: DRF's reads the token and its user
+each time, which would make the database the bottleneck of machine ingest. A process keeps them
+``TOKEN_CACHE_TTL`` seconds, so a deleted token or a changed user reaches other processes that late."""
 
 from __future__ import annotations
 
@@ -28,8 +22,8 @@ tokens: ExpiringCache[tuple[Any, Token]] = ExpiringCache(MAX_TOKENS)
 
 
 class CachedTokenAuthentication(TokenAuthentication):
-    """``Authorization: Token <key>``, the token and its user read from the database at most once
-    per ``ACTIVITY_TOKEN_CACHE_TTL`` per process."""
+    """``Authorization: Token <key>``, read from the database at most once per ``TOKEN_CACHE_TTL``
+    per process."""
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Token]:
         found = tokens.get(key)

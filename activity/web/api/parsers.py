@@ -24,13 +24,9 @@ def _object_without_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, An
 
 
 class EventJSONParser(JSONParser):
-    """DRF's JSON parser, stricter on structure and lenient on the NaN/Infinity literals.
-
-    - NaN/Infinity are parsed (DRF's strict mode rejects the whole body with a bare "JSON parse
-      error"), so ``ts`` validation can answer "events.3.ts: Must be a finite number." instead.
-    - A key repeated in one object, and a body nested too deeply for the parser's recursion, are 400
-      "JSON parse error - ..." like any other malformed body.
-    """
+    """DRF's JSON parser, stricter on structure (a repeated key or a body nested too deep is a parse
+    error) and lenient on NaN/Infinity, so ``ts`` validation can name the event and field holding one
+    where DRF's strict mode refuses the whole body."""
 
     def parse(self, stream: IO[bytes], media_type: str | None = None, parser_context: Mapping | None = None) -> Any:
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)

@@ -33,8 +33,7 @@ from activity.services.reports import PERIODS
 from activity.web.api.pagination import CURSOR_PATTERN, MAX_CURSOR_LENGTH, decode_cursor
 
 # Page numbers are bounded so every offset fits Redis, which refuses an LRANGE / ZRANGE offset past
-# a 64-bit integer (page=10^18 was a 500); MAX_ROWS bounds page x page_size whatever
-# ACTIVITY_MAX_PAGE_SIZE is set to.
+# a 64-bit integer; MAX_ROWS bounds page x page_size.
 MAX_PAGE = 1_000_000
 MAX_PAGE_SIZE = 500
 MAX_ROWS = 1_000_000_000
@@ -124,8 +123,8 @@ class EventBatchSerializer(serializers.Serializer):
 
 
 def clean_batch(data: Any) -> list[Event]:
-    """The body's events, refused with the errors ``EventBatchSerializer`` gives, without building
-    its fields on every request (the document still comes from the serializer)."""
+    """The body's events, refused with the errors ``EventBatchSerializer`` would give, without
+    building its fields on every request."""
     if not isinstance(data, Mapping):
         message = serializers.Serializer.default_error_messages["invalid"].format(datatype=type(data).__name__)
         raise serializers.ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [message]}, code="invalid")
@@ -167,11 +166,8 @@ class OnlinePageSerializer(serializers.Serializer):
 
 
 class QueryIntegerField(serializers.IntegerField):
-    """An integer query or path parameter in ASCII digits, without sign, spaces or leading zeros.
-
-    DRF's ``IntegerField`` takes whatever ``int()`` takes (``" 5"``, ``"1_0"``, ``"5.0"``, Arabic-Indic
-    digits), and the links built from it would echo that spelling back.
-    """
+    """An integer parameter in ASCII digits, without sign, spaces or leading zeros: DRF's takes
+    ``" 5"``, ``"1_0"``, ``"5.0"`` or Arabic-Indic digits, and the links built from it echo them."""
 
     default_error_messages = {"invalid": "Must be a whole number in ASCII digits, without sign or leading zeros."}
 
@@ -199,7 +195,7 @@ class QuerySerializer(serializers.Serializer):
 
 
 class _PageSizeSerializer(QuerySerializer):
-    """``page_size`` between 1 and ``ACTIVITY_MAX_PAGE_SIZE`` (read per request, not at import)."""
+    """``page_size`` between 1 and ``MAX_PAGE_SIZE``, defaulting per list."""
 
     default_page_size = 50
 

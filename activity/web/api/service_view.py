@@ -1,12 +1,6 @@
-"""The base of every API view: the caller's own activity goes with the process's tracking batches.
-
-DRF runs authentication (``CachedTokenAuthentication``: no query once the token is known), the
-permission checks and the throttles (``throttles``: no Redis command on the request's path) before
-the view, so a request's only Redis round trip is its own work. A signed-in caller's activity (last
-seen, active today) goes where the tracking middleware sends a page's, into the process's batches
-(``activity.services.tracking``), once the request has succeeded; the middleware then leaves the
-request alone (``RECORDED``).
-"""
+"""The base of every API view. Authentication and throttles cost no query or Redis command once
+warm, so a request's one round trip is its own work; a signed-in caller's activity goes to the
+process's batches once the request succeeded, and the middleware leaves the request alone."""
 
 from __future__ import annotations
 

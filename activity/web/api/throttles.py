@@ -1,13 +1,6 @@
-"""DRF throttles on the service's own counters (``activity.services.rate_limits``): O(1) Redis
-state per client, no Redis command on the request's path, forwarded headers believed only from
-trusted proxies.
-
-DRF's ``SimpleRateThrottle`` keeps every request time of the window in one cached list (its cost
-grows with the rate), and its client address trusts any ``X-Forwarded-For`` when ``NUM_PROXIES``
-is unset: a client rotating the header is a new client each time, and a 4,000-character header
-becomes a 4,000-character key. Here the address is ``REMOTE_ADDR`` unless that is one of
-``ACTIVITY_TRUSTED_PROXIES``, and every identity is short and normalized.
-"""
+"""DRF throttles on the service's own counters (``services.rate_limits``): O(1) state per client
+and no Redis command on the request's path. Unlike DRF's, ``X-Forwarded-For`` is believed only from
+``ACTIVITY_TRUSTED_PROXIES``, so a client rotating the header is not a new client each time."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ REDIS_FAILURES = Counter(
 FAIL_OPEN_PAUSES = Counter("activity_fail_open_pauses", "Times the middleware paused tracking after a Redis failure.")
 TRACK_DROPPED = Counter(
     "activity_track_dropped",
-    "Tracked requests dropped unsent: past ACTIVITY_TRACK_BUFFER_MAX, or in or behind a batch Redis refused.",
+    "Tracked requests dropped unsent: past the batches' buffer, or in or behind a batch Redis refused.",
 )
 FLUSH_ROWS = Counter("activity_flush_rows_written", "Last-seen rows written to the database by the flush.")
 REPORT_REBUILDS = Counter("activity_report_rebuilds", "Cached copies (reports, next-page picks) rebuilt.")

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 from kombu.exceptions import OperationalError
 
 from activity.admin import charts, figures
+from activity.admin.rows import ReadOnlyAdmin
 from activity.calendar import utc
 from activity.models import Dashboard
 from activity.services import reports
@@ -61,20 +62,11 @@ def panel_context() -> dict[str, Any]:
 
 
 @admin.register(Dashboard)
-class DashboardAdmin(admin.ModelAdmin):
+class DashboardAdmin(ReadOnlyAdmin):
     """The dashboard page as the model's changelist, plus the panel and the two actions."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm(VIEW_PERMISSION)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def get_urls(self) -> list[URLPattern]:
         site, page = self.admin_site, self.admin_site.admin_view(self.changelist_view)

@@ -89,7 +89,7 @@ def next_pages(path: str, n: int, rng: random.Random | None = None) -> tuple[str
     One round trip on a hit. Raises ``UnknownPath`` when nothing followed the page in the window."""
     recorded = page_path(path)
     if recorded is None:
-        raise UnknownPath("This path is never recorded as a page view (ACTIVITY_SESSION_EXCLUDE_PATHS).")
+        raise UnknownPath("This path is never recorded as a page view (an excluded prefix).")
     days = window_days(day_of(clock.now()))
     picks, cache = cached.serve(_pick_copy(recorded, days, n, rng or _random))
     return recorded, picks.paths, cache

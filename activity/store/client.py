@@ -183,30 +183,27 @@ class ClusterPipeline(Pipeline):
                 return
 
 
-class StandaloneClient(redis.Redis):
-    """``redis.Redis`` whose commands and pipelines raise the service's errors."""
+class _ServiceErrors:
+    """Mixed into both clients: a command counts its round trip and raises the service's errors."""
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
         metrics.REDIS_ROUND_TRIPS.inc()
         try:
-            return super().execute_command(*args, **options)
+            return super().execute_command(*args, **options)  # type: ignore[misc]
         except _ERRORS as error:
             raise translate(error) from error
+
+
+class StandaloneClient(_ServiceErrors, redis.Redis):
+    """``redis.Redis`` whose commands and pipelines raise the service's errors."""
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
         return Pipeline(self, self.connection_pool, self.response_callbacks, transaction)
 
 
-class ClusterClient(RedisCluster):
+class ClusterClient(_ServiceErrors, RedisCluster):
     """``RedisCluster`` (follows MOVED and ASK, routes each command by its keys' slot) with the same
     error boundary and pipelines as ``StandaloneClient``."""
-
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        metrics.REDIS_ROUND_TRIPS.inc()
-        try:
-            return super().execute_command(*args, **options)
-        except _ERRORS as error:
-            raise translate(error) from error
 
     def pipeline(self, transaction: bool = False, shard_hint: Any = None) -> ClusterPipeline:
         return ClusterPipeline(self, None, {}, transaction)

@@ -32,11 +32,10 @@ from activity.services.recommendations import MAX_RESULTS
 from activity.services.reports import PERIODS
 from activity.web.api.pagination import CURSOR_PATTERN, MAX_CURSOR_LENGTH, decode_cursor
 
-# Page numbers are bounded so every offset fits Redis, which refuses an LRANGE / ZRANGE offset past
-# a 64-bit integer; MAX_ROWS bounds page x page_size.
+# Page numbers and sizes are bounded so every offset (page x page_size) fits Redis, which refuses an
+# LRANGE / ZRANGE offset past a 64-bit integer.
 MAX_PAGE = 1_000_000
 MAX_PAGE_SIZE = 500
-MAX_ROWS = 1_000_000_000
 MAX_GROUP_ID = 2**63 - 1
 INTEGER_RE = re.compile(r"0|[1-9][0-9]*")
 
@@ -206,7 +205,7 @@ class _PageSizeSerializer(QuerySerializer):
             max_value=MAX_PAGE_SIZE,
             required=False,
             default=self.default_page_size,
-            help_text="Rows per page, at most ACTIVITY_MAX_PAGE_SIZE.",
+            help_text=f"Rows per page, at most {MAX_PAGE_SIZE}.",
         )
         return fields
 
@@ -255,14 +254,9 @@ class StatsSerializer(serializers.Serializer):
 
 class PageQuerySerializer(_PageSizeSerializer):
     """``?page=&page_size=`` of page-numbered lists (DRF's PageNumberPagination parameters), bounded
-    so the offset always fits Redis: page <= MAX_PAGE and page x page_size <= MAX_ROWS."""
+    so the offset always fits Redis."""
 
     page = QueryIntegerField(min_value=1, max_value=MAX_PAGE, required=False, default=1, help_text="1-based.")
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs["page"] * attrs["page_size"] > MAX_ROWS:
-            raise serializers.ValidationError({"page": [f"page x page_size must be at most {MAX_ROWS:_}."]})
-        return attrs
 
 
 class SessionQuerySerializer(PageQuerySerializer):
@@ -352,8 +346,8 @@ class RecommendationsQuerySerializer(_PickCountSerializer):
         "type": "string",
         "minLength": 1,
         "maxLength": MAX_PATH_LENGTH,
-        "description": "A page as page views record it (the query string is dropped unless "
-        "ACTIVITY_SESSION_KEEP_QUERY); 400 when no page followed it in the window.",
+        "description": "A page as page views record it (without its query string); 400 when no page "
+        "followed it in the window.",
     }
 )
 class QueryPathField(PathField):

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from activity import conf
 from activity.errors import InvalidValue, UnknownPath
 from activity.events import USER_ID_PATTERN, clean_user, iso
+from activity.schedule import REPORT_REFRESH_INTERVAL
 from activity.services import audience, groups, health, ingest, last_seen, privacy, recommendations, reports, sessions
 from activity.web.api import serializers as s
 from activity.web.api.openapi import HEADERS, responses
@@ -150,7 +151,7 @@ class ReportView(ServiceView):
                     "hit: a fresh copy (active-by-name: every viewer so far is in); miss: built for this request; "
                     "stale: the previous copy, served while another client rebuilds it (active-by-name: some new "
                     "viewers are not merged in yet and are missing; the refresh job merges them, normally within "
-                    "ACTIVITY_REPORT_REFRESH_INTERVAL seconds)."
+                    f"{REPORT_REFRESH_INTERVAL} seconds)."
                 ),
             ),
             *HEADERS,
@@ -284,7 +285,7 @@ class UserActivityView(ServiceView):
         responses=responses({204: None}, 400, 404),
         description="Removes the user from every Redis structure (last seen, flush queue, session, names, "
         "page-view counters and rankings, group views, active-user bitmaps, first-visit store) and deletes "
-        "their database row, then keeps the id tombstoned for ACTIVITY_ERASE_TOMBSTONE_TTL seconds so late "
+        "their database row, then keeps the id tombstoned for an hour (or longer) so late "
         "events and a running flush cannot bring it back. Done when the answer comes (204); idempotent. "
         "HyperLogLog registers cannot forget an id that is not a small integer (docs/privacy.md). 404: "
         "nothing is known of the user (no Django user, row or last seen).",

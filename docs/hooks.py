@@ -29,7 +29,10 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parent.parent
-MARKER = re.compile(r"<!-- (key-schema|settings|constants|bench: [\w-]+|include: [\w./-]+|readme: [^>]+?) -->")
+MARKER = re.compile(
+    r"<!-- (key-schema|settings|constants|bench: [\w-]+|bench-compare: [\w-]+ [\w-]+"
+    r"|include: [\w./-]+|readme: [^>]+?) -->"
+)
 # Images the benchmark pages show, served from bench/results/ under benchmarks/.
 IMAGES = ("membership.png",)
 
@@ -160,6 +163,33 @@ def _read(path: Path) -> str:
     return path.read_text()
 
 
+# The bench.http cases compared before and after a change, each against the floor it is judged by.
+COMPARED = (
+    ("page_anonymous", "vs_floor", "tracked page, anonymous visitor, vs the bare view"),
+    ("page_signed_in", "vs_signed_in_floor", "tracked page, signed in, vs the bare signed-in view"),
+    ("last_seen", "vs_floor", "GET last-seen, vs the bare view"),
+    ("post_1", "vs_floor", "POST of 1 event, vs the bare view"),
+    ("post_100", "vs_floor", "POST of 100 events, vs the bare view"),
+    ("online", "vs_floor", "GET online (one page), vs the bare view"),
+)
+
+
+def http_comparison(before_name: str, after_name: str) -> str:
+    """Two ``bench.http`` runs side by side: each case's ratio to its floor (measured within its own
+    run), and the batches' events a second."""
+    import json
+
+    runs = [json.loads(_read(ROOT / "bench" / "results" / f"{name}.json")) for name in (before_name, after_name)]
+    rows = ["| case | before | after | after / before |", "|---|---|---|---|"]
+    for key, ratio, label in COMPARED:
+        before, after = (run["cases"][key][ratio] for run in runs)
+        rows.append(f"| {label} | {before:.2f}x | {after:.2f}x | {after / before:.3f} |")
+    before, after = (run["cases"]["post_1000"]["events_per_s"] for run in runs)
+    rows.append(f"| batches of 1,000 events, events/s | {before:,.0f} | {after:,.0f} | {after / before:.3f} |")
+    dates = " and ".join(f"{run['when']} ({run['rounds']} rounds)" for run in runs)
+    return "\n".join(rows) + f"\n\nRuns of {dates}: `bench/results/{before_name}.json`, `{after_name}.json`."
+
+
 def readme_section(heading: str) -> str:
     """The README's ``## heading`` section, without its heading."""
     readme = _read(ROOT / "README.md")
@@ -179,6 +209,8 @@ def expand(marker: str) -> str:
     kind, _, argument = marker.partition(": ")
     if kind == "bench":
         return _escaped(_read(ROOT / "bench" / "results" / f"{argument}.md").strip())
+    if kind == "bench-compare":
+        return http_comparison(*argument.split())
     if kind == "include":
         return _read(ROOT / argument).strip()
     return readme_section(argument)

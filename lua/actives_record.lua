@@ -23,9 +23,10 @@ for i = 2, 4 do
   end
 end
 
-local erasures = redis.call('EXISTS', KEYS[1]) == 1
+local tombstones = KEYS[1]
+local erasures = redis.call('EXISTS', tombstones) == 1
 local function live(user)
-  local expiry = erasures and redis.call('ZSCORE', KEYS[1], user)
+  local expiry = erasures and redis.call('ZSCORE', tombstones, user)
   return not (expiry and tonumber(expiry) > now)
 end
 

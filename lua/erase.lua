@@ -66,10 +66,11 @@ for i = 2, #KEYS do
   end
 end
 
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZADD', KEYS[1], 'GT', expiry, member)
+local tombstones = KEYS[1]
+redis.call('ZREMRANGEBYSCORE', tombstones, '-inf', now)
+redis.call('ZADD', tombstones, 'GT', expiry, member)
 local lifetime = math.ceil(expiry - now)
-if redis.call('TTL', KEYS[1]) < lifetime then
-  redis.call('EXPIRE', KEYS[1], lifetime)
+if redis.call('TTL', tombstones) < lifetime then
+  redis.call('EXPIRE', tombstones, lifetime)
 end
 return removed

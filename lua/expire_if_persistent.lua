@@ -11,12 +11,13 @@ local ttl = tonumber(ARGV[1])
 if ttl == nil or ttl < 0 then
   return redis.error_reply('expire_if_persistent: TTL must be a number >= 0')
 end
-if redis.call('PTTL', KEYS[1]) ~= -1 then
+local key = KEYS[1]
+if redis.call('PTTL', key) ~= -1 then
   return 0
 end
 if ttl == 0 then
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', key)
 else
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', key, ttl)
 end
 return 1

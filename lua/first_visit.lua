@@ -17,16 +17,17 @@ if ttl == nil or ttl <= 0 or now == nil then
   return redis.error_reply('first_visit: ttl must be a positive number and now a number')
 end
 
-local erasures = redis.call('EXISTS', KEYS[2]) == 1
+local counter, tombstones = KEYS[1], KEYS[2]
+local erasures = redis.call('EXISTS', tombstones) == 1
 local new = 0
 for i = 3, #KEYS do
-  local expiry = erasures and redis.call('ZSCORE', KEYS[2], ARGV[i + 1])
+  local expiry = erasures and redis.call('ZSCORE', tombstones, ARGV[i + 1])
   if not (expiry and tonumber(expiry) > now) and redis.call('HSETNX', KEYS[i], ARGV[i + 1], ARGV[1]) == 1 then
     new = new + 1
   end
 end
 if new > 0 then
-  redis.call('INCRBY', KEYS[1], new)
-  redis.call('EXPIRE', KEYS[1], ttl)
+  redis.call('INCRBY', counter, new)
+  redis.call('EXPIRE', counter, ttl)
 end
 return new

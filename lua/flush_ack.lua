@@ -17,15 +17,16 @@ if claim_time == nil or now == nil then
   return redis.error_reply('flush_ack: claim time and now must be numbers: ' .. ARGV[1] .. ', ' .. ARGV[2])
 end
 local CHUNK = 1000 -- members per ZMSCORE/ZREM, well under Lua's unpack limit
-local erasures = redis.call('EXISTS', KEYS[2]) == 1
+local claimed, tombstones = KEYS[1], KEYS[2]
+local erasures = redis.call('EXISTS', tombstones) == 1
 local removed, erased = 0, {}
 for first = 3, #ARGV, CHUNK do
   local members = {}
   for i = first, math.min(first + CHUNK - 1, #ARGV) do
     members[#members + 1] = ARGV[i]
   end
-  local scores = redis.call('ZMSCORE', KEYS[1], unpack(members))
-  local tombs = erasures and redis.call('ZMSCORE', KEYS[2], unpack(members)) or {}
+  local scores = redis.call('ZMSCORE', claimed, unpack(members))
+  local tombs = erasures and redis.call('ZMSCORE', tombstones, unpack(members)) or {}
   local mine = {}
   for n = 1, #members do
     if scores[n] and tonumber(scores[n]) == claim_time then
@@ -37,7 +38,7 @@ for first = 3, #ARGV, CHUNK do
     end
   end
   if #mine > 0 then
-    removed = removed + redis.call('ZREM', KEYS[1], unpack(mine))
+    removed = removed + redis.call('ZREM', claimed, unpack(mine))
   end
 end
 return {removed, erased}

@@ -20,16 +20,17 @@ if now == nil or limit == nil or limit < 1 then
 end
 
 local CHUNK = 1000 -- members per ZMSCORE/ZADD, well under Lua's unpack limit
-local popped = redis.call('ZPOPMIN', KEYS[2], limit)
-local erasures = redis.call('EXISTS', KEYS[4]) == 1
+local seen, dirty, claims, tombstones = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local popped = redis.call('ZPOPMIN', dirty, limit)
+local erasures = redis.call('EXISTS', tombstones) == 1
 local claimed, erased = {}, {}
 for first = 1, #popped, 2 * CHUNK do
   local members = {}
   for i = first, math.min(first + 2 * CHUNK - 1, #popped), 2 do
     members[#members + 1] = popped[i]
   end
-  local scores = redis.call('ZMSCORE', KEYS[1], unpack(members))
-  local tombs = erasures and redis.call('ZMSCORE', KEYS[4], unpack(members)) or {}
+  local scores = redis.call('ZMSCORE', seen, unpack(members))
+  local tombs = erasures and redis.call('ZMSCORE', tombstones, unpack(members)) or {}
   local marks = {}
   for n = 1, #members do
     if tombs[n] and tonumber(tombs[n]) > now then
@@ -42,7 +43,7 @@ for first = 1, #popped, 2 * CHUNK do
     end
   end
   if #marks > 0 then
-    redis.call('ZADD', KEYS[3], unpack(marks))
+    redis.call('ZADD', claims, unpack(marks))
   end
 end
 return {claimed, erased}

@@ -14,9 +14,10 @@ local limit = tonumber(ARGV[2])
 if tonumber(ARGV[1]) == nil or limit == nil or limit < 1 then
   return redis.error_reply('flush_reap: cutoff must be a number and limit a positive integer')
 end
-local stale = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
+local claimed, dirty = KEYS[1], KEYS[2]
+local stale = redis.call('ZRANGE', claimed, '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
 for i = 1, #stale, 2 do
-  redis.call('ZADD', KEYS[2], 'LT', stale[i + 1], stale[i])
-  redis.call('ZREM', KEYS[1], stale[i])
+  redis.call('ZADD', dirty, 'LT', stale[i + 1], stale[i])
+  redis.call('ZREM', claimed, stale[i])
 end
 return #stale / 2

@@ -14,17 +14,18 @@ if tonumber(ARGV[2]) == nil or tonumber(ARGV[2]) <= 0 then
   return redis.error_reply('group_view_publish: TTL must be a positive number: ' .. ARGV[2])
 end
 
-local epoch = redis.call('GET', KEYS[3])
+local build, view, epoch_key = KEYS[1], KEYS[2], KEYS[3]
+local epoch = redis.call('GET', epoch_key)
 if epoch == false then
   epoch = ''
 end
 if epoch ~= ARGV[1] then
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', build)
   return 0
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then
+if redis.call('EXISTS', build) == 0 then
   return 0
 end
-redis.call('RENAME', KEYS[1], KEYS[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('RENAME', build, view)
+redis.call('PEXPIRE', view, ARGV[2])
 return 1

@@ -14,9 +14,10 @@ local ttl = tonumber(ARGV[1])
 if ttl == nil or ttl <= 0 then
   return redis.error_reply('harvest_counter: ttl must be a positive number')
 end
-local taken = redis.call('GETDEL', KEYS[1])
+local counter, harvested = KEYS[1], KEYS[2]
+local taken = redis.call('GETDEL', counter)
 if taken ~= false then
-  redis.call('INCRBY', KEYS[2], taken)
-  redis.call('EXPIRE', KEYS[2], ttl)
+  redis.call('INCRBY', harvested, taken)
+  redis.call('EXPIRE', harvested, ttl)
 end
-return tonumber(redis.call('GET', KEYS[2]) or '0')
+return tonumber(redis.call('GET', harvested) or '0')

@@ -31,15 +31,16 @@ local function sorts_before(a, b)
 end
 
 local start
-local current = redis.call('ZSCORE', KEYS[1], member)
+local seen = KEYS[1]
+local current = redis.call('ZSCORE', seen, member)
 if current and tonumber(current) == score then
-  start = redis.call('ZREVRANK', KEYS[1], member) + 1
+  start = redis.call('ZREVRANK', seen, member) + 1
 else
-  local low = redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf')
-  local high = low + redis.call('ZCOUNT', KEYS[1], ARGV[1], ARGV[1])
+  local low = redis.call('ZCOUNT', seen, '(' .. ARGV[1], '+inf')
+  local high = low + redis.call('ZCOUNT', seen, ARGV[1], ARGV[1])
   while low < high do
     local middle = math.floor((low + high) / 2)
-    if sorts_before(redis.call('ZRANGE', KEYS[1], middle, middle, 'REV')[1], member) then
+    if sorts_before(redis.call('ZRANGE', seen, middle, middle, 'REV')[1], member) then
       high = middle
     else
       low = middle + 1
@@ -48,7 +49,7 @@ else
   start = low
 end
 
-local rows = redis.call('ZRANGE', KEYS[1], start, start + limit - 1, 'REV', 'WITHSCORES')
+local rows = redis.call('ZRANGE', seen, start, start + limit - 1, 'REV', 'WITHSCORES')
 local page = {}
 for i = 1, #rows, 2 do
   if tonumber(rows[i + 1]) < since then

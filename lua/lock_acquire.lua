@@ -9,8 +9,9 @@
 if #KEYS ~= 2 or #ARGV ~= 2 then
   return redis.error_reply('lock_acquire: expected 2 keys and 2 arguments')
 end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local lock, signal = KEYS[1], KEYS[2]
+if not redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 0
 end
-redis.call('DEL', KEYS[2])
+redis.call('DEL', signal)
 return 1

@@ -10,10 +10,11 @@
 if #KEYS ~= 2 or #ARGV ~= 2 then
   return redis.error_reply('lock_release: expected 2 keys and 2 arguments')
 end
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+local lock, signal = KEYS[1], KEYS[2]
+if redis.call('GET', lock) ~= ARGV[1] then
   return 0
 end
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('RPUSH', KEYS[2], '1')
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('DEL', lock, signal)
+redis.call('RPUSH', signal, '1')
+redis.call('PEXPIRE', signal, ARGV[2])
 return 1

@@ -15,11 +15,12 @@ local offset, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 if tonumber(ARGV[1]) == nil or offset == nil or offset < 0 or limit == nil or limit < 1 then
   return redis.error_reply('prune_last_seen: expected a numeric cutoff, offset >= 0 and limit >= 1')
 end
-local old = redis.call('ZRANGE', KEYS[1], '-inf', '(' .. ARGV[1], 'BYSCORE', 'LIMIT', offset, limit)
+local seen, dirty, claimed = KEYS[1], KEYS[2], KEYS[3]
+local old = redis.call('ZRANGE', seen, '-inf', '(' .. ARGV[1], 'BYSCORE', 'LIMIT', offset, limit)
 local removed = 0
 for _, member in ipairs(old) do
-  if redis.call('ZSCORE', KEYS[2], member) == false and redis.call('ZSCORE', KEYS[3], member) == false then
-    removed = removed + redis.call('ZREM', KEYS[1], member)
+  if redis.call('ZSCORE', dirty, member) == false and redis.call('ZSCORE', claimed, member) == false then
+    removed = removed + redis.call('ZREM', seen, member)
   end
 end
 return {#old, removed}

@@ -7,11 +7,12 @@
 -- ARGV[1]  the first and ARGV[2] the last list index of the page
 -- ARGV[3]  the marker (report:period), ARGV[4] now, ARGV[5] the read set's TTL, seconds
 -- Returns  {PTTL of the meta, the build time or false, the rows' length, the page's entries}
-redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
-redis.call('EXPIRE', KEYS[3], ARGV[5])
+local meta, rows, read = KEYS[1], KEYS[2], KEYS[3]
+redis.call('ZADD', read, ARGV[4], ARGV[3])
+redis.call('EXPIRE', read, ARGV[5])
 return {
-  redis.call('PTTL', KEYS[1]),
-  redis.call('GET', KEYS[1]),
-  redis.call('LLEN', KEYS[2]),
-  redis.call('LRANGE', KEYS[2], ARGV[1], ARGV[2]),
+  redis.call('PTTL', meta),
+  redis.call('GET', meta),
+  redis.call('LLEN', rows),
+  redis.call('LRANGE', rows, ARGV[1], ARGV[2]),
 }

@@ -4,8 +4,9 @@
 -- KEYS[1]  the user's session list (newest entry on the right)
 -- ARGV[1]  the page's first index and ARGV[2] its last, counted from the right (negative, as LRANGE)
 -- Returns  {length, PTTL in milliseconds, the page's entries oldest first}
-local length = redis.call('LLEN', KEYS[1])
+local session = KEYS[1]
+local length = redis.call('LLEN', session)
 if length == 0 then
   return {0, -2, {}}
 end
-return {length, redis.call('PTTL', KEYS[1]), redis.call('LRANGE', KEYS[1], ARGV[1], ARGV[2])}
+return {length, redis.call('PTTL', session), redis.call('LRANGE', session, ARGV[1], ARGV[2])}

@@ -17,7 +17,8 @@ end
 
 local now, now_number = ARGV[1], tonumber(ARGV[1])
 -- Tombstones are rare: looked up only while the set exists.
-local erasures = redis.call('EXISTS', KEYS[3]) == 1
+local seen, dirty, tombstones = KEYS[1], KEYS[2], KEYS[3]
+local erasures = redis.call('EXISTS', tombstones) == 1
 local CHUNK = 1000 -- pairs per ZMSCORE/ZADD, well under Lua's unpack limit
 -- best[member]: highest score so far (stored or from this call), so a duplicate can never write a
 -- smaller score after a larger one; text[member]: the caller's text of that score, written back
@@ -28,8 +29,8 @@ for first = 2, #ARGV, 2 * CHUNK do
   for i = first, math.min(first + 2 * CHUNK - 1, #ARGV), 2 do
     members[#members + 1] = ARGV[i + 1]
   end
-  local current = redis.call('ZMSCORE', KEYS[1], unpack(members))
-  local erased = erasures and redis.call('ZMSCORE', KEYS[3], unpack(members)) or {}
+  local current = redis.call('ZMSCORE', seen, unpack(members))
+  local erased = erasures and redis.call('ZMSCORE', tombstones, unpack(members)) or {}
   for n = 1, #members do
     local i = first + 2 * (n - 1)
     local member, score = members[n], tonumber(ARGV[i])
@@ -64,7 +65,7 @@ for first = 1, #order, CHUNK do
     marks[#marks + 1] = now
     marks[#marks + 1] = member
   end
-  redis.call('ZADD', KEYS[1], unpack(scores))
-  redis.call('ZADD', KEYS[2], 'NX', unpack(marks))
+  redis.call('ZADD', seen, unpack(scores))
+  redis.call('ZADD', dirty, 'NX', unpack(marks))
 end
 return #order

@@ -20,7 +20,8 @@ for first = 1, #ARGV, 2 * CHUNK do
     members[#members + 1] = ARGV[i + 1]
     expected[#expected + 1] = score
   end
-  local current = redis.call('ZMSCORE', KEYS[1], unpack(members))
+local key = KEYS[1]
+  local current = redis.call('ZMSCORE', key, unpack(members))
   local unchanged = {}
   for n = 1, #members do
     if current[n] and tonumber(current[n]) == expected[n] then
@@ -28,7 +29,7 @@ for first = 1, #ARGV, 2 * CHUNK do
     end
   end
   if #unchanged > 0 then
-    removed = removed + redis.call('ZREM', KEYS[1], unpack(unchanged))
+    removed = removed + redis.call('ZREM', key, unpack(unchanged))
   end
 end
 return removed

@@ -21,7 +21,7 @@ from activity.services import ingest
 from activity.services.tracking import fail_open
 from activity.store import keys
 from activity.store import last_seen as last_seen_store
-from activity.store.client import get_client, is_cluster
+from activity.store.client import get_client, is_cluster, unavailable_reason
 from tests.redis_counts import CommandDelta
 
 
@@ -154,3 +154,58 @@ def test_a_pipeline_never_sends_a_command_twice_after_a_timeout(cluster, redis_c
     time.sleep(2.5)
     assert redis_client.get(counter) == "3"  # sent again while the first still ran: applied twice
     plain.close()
+
+
+def owner_of(cluster, redis_client, key: str) -> tuple[redis.Redis, int]:
+    """A plain client to the node serving ``key``'s slot, and the slot."""
+    node = redis_client.get_node_from_key(key)
+    return redis.Redis(port=node.port), redis_client.keyslot(key)
+
+
+@pytest.mark.django_db
+def test_a_slot_not_served_is_clusterdown_503_then_back(cluster, redis_client, staff_api):
+    """The node owning a slot stops serving it (CLUSTER DELSLOTS, as an operator's mistake or a
+    half-done reshard leaves it): it answers CLUSTERDOWN, the store raises StoreUnavailable and the
+    API 503; serving the slot again brings it back."""
+    events = {"events": [{"user": "alice", "path": "/pricing"}]}
+    assert staff_api.post("/api/v1/events/", events, format="json").status_code == 202
+    owner, slot = owner_of(cluster, redis_client, keys.last_seen())
+    assert owner.cluster("DELSLOTS", slot)
+    try:
+        with pytest.raises(redis.RedisError) as refused:
+            owner.get(keys.last_seen())
+        assert unavailable_reason(refused.value) == "CLUSTERDOWN", refused.value
+        with pytest.raises(StoreUnavailable) as raised:
+            ingest.record_events([Event(user="carol", ts=1.0, path="/x")])
+        assert raised.value.reason == "CLUSTERDOWN"
+        answer = staff_api.post("/api/v1/events/", events, format="json")
+        assert answer.status_code == 503 and answer["Retry-After"]
+    finally:
+        owner.cluster("ADDSLOTS", slot)
+    fail_open.reset()
+    assert staff_api.post("/api/v1/events/", events, format="json").status_code == 202
+
+
+@pytest.mark.django_db
+def test_a_slot_being_migrated_is_tryagain_503_nothing_written(cluster, redis_client, staff_api):
+    """While a slot migrates, a command naming several of its keys, some not moved yet and some
+    already gone, answers TRYAGAIN: the store raises StoreUnavailable, the API answers 503."""
+    events = {"events": [{"user": "alice", "path": "/pricing"}]}
+    assert staff_api.post("/api/v1/events/", events, format="json").status_code == 202
+    owner, slot = owner_of(cluster, redis_client, keys.last_seen())
+    target = next(node for node in cluster.nodes if node.port != owner.connection_pool.connection_kwargs["port"])
+    target_client = redis.Redis(port=target.port)
+    owner_id, target_id = owner.cluster("MYID"), target_client.cluster("MYID")
+    assert target_client.cluster("SETSLOT", slot, "IMPORTING", owner_id)
+    assert owner.cluster("SETSLOT", slot, "MIGRATING", target_id)
+    try:
+        with pytest.raises(StoreUnavailable) as raised:
+            ingest.record_events([Event(user="carol", ts=1.0, path="/x")])
+        assert raised.value.reason == "TRYAGAIN", repr(raised.value.__cause__)
+        answer = staff_api.post("/api/v1/events/", events, format="json")
+        assert answer.status_code == 503 and answer["Retry-After"]
+    finally:
+        owner.cluster("SETSLOT", slot, "STABLE")
+        target_client.cluster("SETSLOT", slot, "STABLE")
+    fail_open.reset()
+    assert staff_api.post("/api/v1/events/", events, format="json").status_code == 202

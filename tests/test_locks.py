@@ -3,7 +3,12 @@
 import threading
 import time
 
+import redis
+
+from activity import conf
+from activity.errors import StoreUnavailable
 from activity.store import keys
+from activity.store.client import is_cluster
 from activity.store.locks import Lock, wait
 
 
@@ -75,3 +80,32 @@ def test_a_new_holder_clears_old_announcements_and_a_lost_lock_announces_nothing
     time.sleep(0.2)  # the lock expires under its holder
     assert second.release() is False
     assert redis_client.exists(keys.lock_signal("t")) == 0
+
+
+def test_a_waiter_cut_short_by_the_server_reads_as_unavailable(redis_client):
+    """CLIENT UNBLOCK ... ERROR (as a failover does to blocked clients) ends a BLPOP with UNBLOCKED:
+    the waiter raises StoreUnavailable, which callers answer with 503, never a crash."""
+    assert Lock(redis_client, "t", 5000).acquire()
+    if is_cluster(redis_client):
+        node = redis_client.get_node_from_key(keys.lock_signal("t"))
+        server = redis.Redis(host=node.host, port=node.port)
+    else:
+        server = redis.Redis.from_url(conf.get("REDIS_URL"))
+    raised: list[BaseException] = []
+
+    def waiter() -> None:
+        try:
+            wait(redis_client, "t", 5.0, 5000)
+        except StoreUnavailable as error:
+            raised.append(error)
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while not (blocked := [c for c in server.client_list() if c["cmd"] == "blpop"]):
+        assert time.monotonic() < deadline, "the waiter never blocked"
+        time.sleep(0.01)
+    assert server.client_unblock(blocked[0]["id"], error=True)
+    thread.join(timeout=5)
+    assert len(raised) == 1 and isinstance(raised[0], StoreUnavailable)
+    assert raised[0].reason == "UNBLOCKED"

@@ -2,15 +2,17 @@
 
 Every state is produced for real on throwaway servers started here (never the run's main server):
 OOM (maxmemory reached under noeviction), READONLY (a replica), BUSY (a script past the busy
-threshold), MASTERDOWN (a replica cut off from its primary, not serving stale data) and NOREPLICAS
-(min-replicas-to-write not met). In each one the service must answer 503 with Retry-After (the
-throttle, whose counters live on the same server, lets requests through when it cannot count, so
-the views' own Redis calls are reached), /healthz must say Redis is not ok, the tracking middleware
-must fail open, the ingest task must ask for a retry, nothing may be half-written, and everything
-must work again as soon as the state ends.
+threshold), MASTERDOWN (a replica cut off from its primary, not serving stale data), NOREPLICAS
+(min-replicas-to-write not met), MISCONF (a snapshot that failed) and LOADING (a dataset being
+loaded). In each one the service must answer 503 with Retry-After (the throttle, whose counters
+live on the same server, lets requests through when it cannot count, so the views' own Redis calls
+are reached), /healthz must say Redis is not ok, the tracking middleware must fail open, the ingest
+task must ask for a retry, nothing may be half-written, and everything must work again as soon as
+the state ends.
 
-Replies that need a cluster or a big dataset (LOADING, CLUSTERDOWN, TRYAGAIN) are checked against
-the store's classifier from the raw reply, parsed the way redis-py parses it.
+The states of a cluster (CLUSTERDOWN, TRYAGAIN) are tests/test_cluster.py's, UNBLOCKED (a blocked
+lock waiter cut short) tests/test_locks.py's; here every reply is also checked against the store's
+classifier, parsed the way redis-py parses it.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ return 1
 BUSY_SECONDS = 10  # far longer than the checks; SCRIPT KILL ends it
 FILL_MARGIN = 256 * 1024  # maxmemory starts this far above used_memory
 FILL_STEP = 1024 * 1024  # each filler write grows it by this much
+LOADING_KEYS = 5000  # loaded at LOADING_KEY_DELAY_US each: far longer than the checks
+LOADING_KEY_DELAY_US = 5000
 
 
 def serving(url: str) -> override_settings:
@@ -66,14 +70,29 @@ def plain(url: str, **options) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, **options)
 
 
-def snapshot(raw: redis.Redis) -> dict[bytes, tuple[bytes | None, bool]]:
-    """Every key of the service on the server: its DUMP and whether it has a TTL.
+def content(raw: redis.Redis, key: bytes) -> object:
+    """What ``key`` holds, compared by value: DUMP would differ for an equal set reloaded in another
+    order (Loading's DEBUG RELOAD)."""
+    kind = raw.type(key)
+    if kind == b"set":
+        return sorted(raw.smembers(key))
+    if kind == b"hash":
+        return sorted(raw.hgetall(key).items())
+    if kind == b"zset":
+        return raw.zrange(key, 0, -1, withscores=True)
+    if kind == b"list":
+        return raw.lrange(key, 0, -1)
+    return raw.dump(key)
+
+
+def snapshot(raw: redis.Redis) -> dict[bytes, tuple[object, bool]]:
+    """Every key of the service on the server: its content and whether it has a TTL.
 
     Not the expiry time itself: under OOM a non-transactional pipeline's EXPIRE (not a "denyoom"
     command) is still let in while the write beside it is refused, which moves a TTL, harmlessly.
     """
     return {
-        key: (raw.dump(key), raw.pexpiretime(key) > 0)
+        key: (content(raw, key), raw.pexpiretime(key) > 0)
         for key in raw.scan_iter(count=1000)
         if not key.startswith(OWN.encode())
     }
@@ -276,13 +295,95 @@ class NoReplicas(State):
         self.leave()
 
 
-STATES = [OutOfMemory, ReadOnlyReplica, BusyScript, MasterDown, NoReplicas]
+class SnapshotFailed(State):
+    """A snapshot that could not be written, with a save point and stop-writes-on-bgsave-error on
+    (Redis's defaults for a server that persists): every write answers MISCONF until one succeeds.
+    The snapshot fails because its directory is /proc, where no file can be made."""
+
+    code, codes, serves_reads = "MISCONF", frozenset({"MISCONF"}), True
+
+    def __init__(self, primary: PrivateRedis) -> None:
+        super().__init__(primary)
+        self.dir = self.raw.config_get("dir")["dir"]
+
+    def _save_until(self, status: bytes) -> None:
+        self.raw.bgsave()
+        deadline = time.monotonic() + 10
+        while (
+            self.raw.info("persistence")["rdb_last_bgsave_status"] != status.decode()
+            or self.raw.info("persistence")["rdb_bgsave_in_progress"]
+        ):
+            assert time.monotonic() < deadline, f"no snapshot ended {status!r}"
+            time.sleep(0.02)
+
+    def enter(self) -> None:
+        self.raw.config_set("save", "3600 1")
+        self.raw.config_set("dir", "/proc")
+        self._save_until(b"err")
+
+    def leave(self) -> None:
+        self.raw.config_set("dir", self.dir)
+        self._save_until(b"ok")
+
+    def close(self) -> None:
+        self.raw.config_set("dir", self.dir)
+        self.raw.config_set("save", "")
+
+
+class Loading(State):
+    """A dataset being loaded (as after a restart): DEBUG RELOAD saves and loads it again, each key's
+    load slowed by ``key-load-delay`` and the server answering others between keys, so it stays in
+    LOADING until ``leave`` lifts the delay (CONFIG is served while loading)."""
+
+    code, codes, serves_reads = "LOADING", frozenset({"LOADING"}), False
+
+    def __init__(self, primary: PrivateRedis) -> None:
+        super().__init__(primary)
+        self.thread: threading.Thread | None = None
+
+    def seeded(self) -> None:
+        self.raw.execute_command("DEBUG", "POPULATE", LOADING_KEYS, FILLER, 100)
+
+    def _reload(self) -> None:
+        with redis.Redis.from_url(self.url, socket_timeout=60) as runner:
+            runner.execute_command("DEBUG", "RELOAD")
+
+    def enter(self) -> None:
+        self.raw.config_set("loading-process-events-interval-bytes", 1024)
+        self.raw.config_set("key-load-delay", LOADING_KEY_DELAY_US)
+        self.thread = threading.Thread(target=self._reload, name="debug-reload", daemon=True)
+        self.thread.start()
+
+        def loading() -> bool:
+            try:
+                self.raw.get(PROBE)
+            except redis.BusyLoadingError:
+                return True
+            return False
+
+        wait_for(loading, timeout=5, what="the server answering LOADING")
+
+    def leave(self) -> None:
+        self.raw.config_set("key-load-delay", 0)
+        assert self.thread is not None
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive()
+
+    def close(self) -> None:
+        self.leave()
+
+    def refused(self) -> redis.RedisError:
+        return refusal(lambda: self.raw.get(PROBE))
+
+
+STATES = [OutOfMemory, ReadOnlyReplica, BusyScript, MasterDown, NoReplicas, SnapshotFailed, Loading]
 
 
 @pytest.fixture(scope="module")
 def primary() -> Iterator[PrivateRedis]:
     """The file's own throwaway server (the states' primary), never the run's main server."""
-    server = PrivateRedis().start()
+    # SnapshotFailed moves its dir; Loading runs DEBUG RELOAD.
+    server = PrivateRedis(args=["--enable-protected-configs", "yes", "--enable-debug-command", "yes"]).start()
     try:
         plain(server.url).config_set("repl-diskless-sync-delay", 0)  # a new replica syncs at once
         yield server
@@ -320,7 +421,8 @@ def check_raw_replies(state: State, sha: str) -> None:
         pipe.evalsha(sha, 1, PROBE, "1")
         pipe.expire(PROBE, 60)
         error = refusal(pipe.execute)
-        assert str(error).startswith("Command # "), error  # redis-py's pipeline annotation
+        if not isinstance(error, redis.BusyLoadingError):  # redis-py raises LOADING as a lost connection
+            assert str(error).startswith("Command # "), error  # redis-py's pipeline annotation
         assert unavailable_reason(error) in state.codes, error
     raw.close()
 
@@ -413,6 +515,9 @@ SERVER_STATE_REPLIES = [
     "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.",
     "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
     "NOREPLICAS Not enough good replicas to write.",
+    "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.",
+    "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
+    "UNBLOCKED client unblocked via CLIENT UNBLOCK",
 ]
 ORDINARY_REPLIES = [
     "WRONGTYPE Operation against a key holding the wrong kind of value",

@@ -23,7 +23,6 @@ from redis.exceptions import (
     NoScriptError,
     RedisClusterException,
     SlotNotCoveredError,
-    TryAgainError,
 )
 from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry
@@ -34,8 +33,22 @@ from activity.errors import StoreTimeout, StoreUnavailable
 # Reply codes of a server that cannot serve now, though nothing is wrong with the command:
 # maxmemory reached (noeviction), a replica or a demoted primary, a dataset loading, a script or
 # function running past the busy threshold, a replica cut off from its primary, a cluster missing
-# slots or resharding, and min-replicas-to-write not met.
-SERVER_STATES = frozenset({"OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS"})
+# slots or resharding, min-replicas-to-write not met, writes stopped after a failed snapshot
+# (stop-writes-on-bgsave-error), and a blocking command cut short (a failover, CLIENT UNBLOCK).
+SERVER_STATES = frozenset(
+    {
+        "OOM",
+        "READONLY",
+        "LOADING",
+        "BUSY",
+        "MASTERDOWN",
+        "CLUSTERDOWN",
+        "TRYAGAIN",
+        "NOREPLICAS",
+        "MISCONF",
+        "UNBLOCKED",
+    }
+)
 # redis-py prefixes an error raised from a pipeline with the command that caused it.
 _PIPELINE_NOTE = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.DOTALL)
 _ERRORS = (redis.RedisError, RedisClusterException)
@@ -158,7 +171,9 @@ class ClusterPipeline(Pipeline):
             for client, connection, _ in sent:
                 client.connection_pool.release(connection)
         for position, reply in enumerate(results):
-            if isinstance(reply, (AskError, TryAgainError)):  # MOVED is an AskError
+            # MOVED is an AskError. TRYAGAIN (a slot mid-migration) stays the reply: the batch is
+            # refused now and retried later, not spun on for the length of a migration.
+            if isinstance(reply, AskError):
                 args, options = stack[position]
                 try:
                     results[position] = cluster.execute_command(*args, **options)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 import pytest
+import redis
 from django.contrib.auth import get_user_model
 from django.core import mail
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from activity import clock, managers, tasks
+from activity.errors import StoreUnavailable
 from activity.models import UserActivity
 from activity.schedule import beat_schedule
 from activity.services import flush, last_seen, locks, sweep
@@ -234,6 +237,49 @@ def test_a_busy_job_is_skipped_and_the_lock_is_released_after(redis_client):
             assert second is False
         assert redis_client.exists(keys.lock("job:flush")) == 1  # the skipped run released nothing
     assert redis_client.exists(keys.lock("job:flush")) == 0
+
+
+def pause_every_server(redis_client, ms: int) -> None:
+    """CLIENT PAUSE ALL on the run's server, or on every primary of its cluster."""
+    if is_cluster(redis_client):
+        for node in redis_client.get_primaries():
+            redis.Redis(port=node.port).client_pause(ms)
+    else:
+        redis_client.client_pause(ms)
+
+
+@pytest.mark.django_db
+def test_a_flush_that_times_out_releases_its_lock_and_the_next_run_runs(redis_client, now, monkeypatch):
+    """Redis pauses (CLIENT PAUSE) longer than the client waits, mid-flush: the run fails, its
+    release is tried again until Redis answers, so the next run is not skipped for the lock's TTL."""
+    last_seen_store.update(redis_client, {"a": T0}, now.t)
+    claim = FlushQueue.claim
+
+    def pause_then_claim(queue, *args, **kwargs):
+        pause_every_server(redis_client, 1500)  # three times ACTIVITY_REDIS_TIMEOUT
+        return claim(queue, *args, **kwargs)
+
+    monkeypatch.setattr(FlushQueue, "claim", pause_then_claim)
+    with pytest.raises(StoreUnavailable), locks.exclusive_job("flush"):
+        flush.flush()
+    assert redis_client.exists(keys.lock("job:flush")) == 0
+    monkeypatch.setattr(FlushQueue, "claim", claim)
+    now.t += locks.job_ttl() + 1  # the failed run's claim, if the paused server took it, is stale now
+    with locks.exclusive_job("flush") as acquired:
+        assert acquired
+        assert flush.flush().remaining == 0
+    assert db_last_seen() == {"a": T0}
+
+
+@pytest.mark.django_db
+def test_a_lock_held_by_a_request_is_not_retried(redis_client):
+    """A request answers now: its lock's release is tried once, and Redis failing it raises."""
+    with pytest.raises(StoreUnavailable), locks.exclusive("report", 5.0) as acquired:
+        assert acquired
+        resumes = time.monotonic() + 1.5
+        pause_every_server(redis_client, 1500)
+    time.sleep(max(0.0, resumes - time.monotonic()) + 0.1)
+    assert redis_client.exists(keys.lock("report")) == 1  # left to its TTL
 
 
 @pytest.mark.django_db

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 from django.test import Client, override_settings
 
+from activity.models import UserActivity
 from project.redis_server import free_port
 
 pytestmark = pytest.mark.django_db
@@ -40,3 +42,18 @@ def test_staff_get_the_details(redis_client, staff):
         response = client.get("/healthz")
     assert response.status_code == 503
     assert response.json()["redis"].startswith("unavailable: ") and str(port) in response.json()["redis"]
+
+
+def test_the_database_probe_reads_the_services_table(redis_client):
+    """A database that answers SELECT 1 but cannot give the service's table is not ok."""
+    table = UserActivity._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
+    try:
+        response = Client().get("/healthz")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table}_away RENAME TO {table}")
+    assert response.status_code == 503 and response["Retry-After"]
+    assert response.json() == {"redis": "ok", "database": "unavailable"}
+    assert Client().get("/healthz").status_code == 200

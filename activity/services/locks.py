@@ -14,10 +14,11 @@ JOB_LOCK_TTL = 60  # seconds a scheduled job's lock lives; its task's time limit
 
 
 @contextmanager
-def exclusive(name: str, ttl: float) -> Iterator[bool]:
+def exclusive(name: str, ttl: float, retry_release: bool = False) -> Iterator[bool]:
     """Hold lock ``name`` (for at most ``ttl`` seconds) for the block; yields False, holding
-    nothing, when another client has it. Leaving the block releases it and announces the release."""
-    with store.Lock(get_client(), name, int(ttl * 1000)) as acquired:
+    nothing, when another client has it. Leaving the block releases it and announces the release
+    (``retry_release``: see ``store.locks.Lock``)."""
+    with store.Lock(get_client(), name, int(ttl * 1000), retry_release) as acquired:
         yield acquired
 
 
@@ -39,8 +40,9 @@ def job_time_limits() -> tuple[float, float]:
 
 
 def exclusive_job(name: str) -> AbstractContextManager[bool]:
-    """``exclusive`` for scheduled job ``name`` (flush, prune, sweep, ...), with the job lock TTL."""
-    return exclusive(f"job:{name}", job_ttl())
+    """``exclusive`` for scheduled job ``name`` (flush, prune, sweep, ...), with the job lock TTL; a
+    release Redis refuses is retried, so a failed run does not skip the next ones."""
+    return exclusive(f"job:{name}", job_ttl(), retry_release=True)
 
 
 def wait_for_job(name: str, seconds: float) -> bool:

@@ -9,8 +9,10 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from django.conf import settings
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.parsers import JSONParser
+
+from activity.web.charsets import usable_charset
 
 
 def _object_without_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -31,6 +33,8 @@ class EventJSONParser(JSONParser):
     def parse(self, stream: IO[bytes], media_type: str | None = None, parser_context: Mapping | None = None) -> Any:
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         body = stream.read() if stream is not None else b""
+        if not usable_charset(encoding):
+            raise UnsupportedMediaType(media_type, f"Unsupported charset {encoding!r}; send UTF-8.")
         try:
             return json.loads(body.decode(encoding), object_pairs_hook=_object_without_duplicate_keys)
         except RecursionError:

@@ -10,6 +10,7 @@ import threading
 import time
 from collections import Counter
 from datetime import UTC, datetime
+from unittest import mock
 
 import pytest
 from django.test import override_settings
@@ -42,15 +43,17 @@ def walk(user: str, *paths: str, ts: float | None = None) -> None:
 
 
 def seed(source: str, counts: dict[str, int], ts: float | None = None) -> None:
-    """``counts[page]`` sessions each going from ``source`` to ``page`` (one user per session)."""
+    """``counts[page]`` sessions each going from ``source`` to ``page`` (one user per session),
+    recorded at ``ts`` (the clock moved there: only views within the session window join one)."""
     start = clock.now() if ts is None else ts
     events = []
     for page, count in counts.items():
         for n in range(count):
             user = f"seed:{source}:{page}:{n}"
             events += [Event(user, start, source), Event(user, start + 0.001, page)]
-    for first in range(0, len(events), 1000):
-        ingest.record_events(events[first : first + 1000])
+    with mock.patch.object(clock, "now", lambda: start + 1):
+        for first in range(0, len(events), 1000):
+            ingest.record_events(events[first : first + 1000])
 
 
 def counted(source: str, day: str | None = None) -> dict[str, int]:
@@ -427,8 +430,9 @@ def test_dashboard_shows_where_people_went_next_from_the_top_pages(admin_client,
     assert rows["/d"] == "-"
 
 
-def test_transitions_counted_at_midnight_go_to_the_day_of_the_view(redis_client):
+def test_transitions_counted_at_midnight_go_to_the_day_of_the_view(redis_client, monkeypatch):
     midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+    monkeypatch.setattr(clock, "now", lambda: midnight + 1)  # both views within the session window
     walk("u", "/a", ts=midnight - 0.5)
     walk("u", "/b", ts=midnight)
     assert counted("/a") == {"/b": 1}
@@ -437,9 +441,11 @@ def test_transitions_counted_at_midnight_go_to_the_day_of_the_view(redis_client)
 
 def test_threads_counting_the_same_step_lose_nothing(redis_client):
     def burst(t: int) -> None:
-        for n in range(50):
-            walk(f"t{t}", "/a", "/b")
-            ingest.record_events([Event(f"t{t}", clock.now(), f"/other/{n}")])
+        ts = clock.now()
+        for n in range(50):  # each thread's views in time order: /a, /b, then another page
+            walk(f"t{t}", "/a", "/b", ts=ts)
+            ingest.record_events([Event(f"t{t}", ts + 0.002, f"/other/{n}")])
+            ts += 0.003
 
     threads = [threading.Thread(target=burst, args=(t,)) for t in range(8)]
     for thread in threads:

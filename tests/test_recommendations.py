@@ -10,6 +10,7 @@ import threading
 import time
 from collections import Counter
 from datetime import UTC, datetime
+from unittest import mock
 
 import pytest
 from django.test import override_settings
@@ -42,15 +43,17 @@ def walk(user: str, *paths: str, ts: float | None = None) -> None:
 
 
 def seed(source: str, counts: dict[str, int], ts: float | None = None) -> None:
-    """``counts[page]`` sessions each going from ``source`` to ``page`` (one user per session)."""
+    """``counts[page]`` sessions each going from ``source`` to ``page`` (one user per session),
+    recorded at ``ts`` (the clock moved there: only views within the session window join one)."""
     start = clock.now() if ts is None else ts
     events = []
     for page, count in counts.items():
         for n in range(count):
             user = f"seed:{source}:{page}:{n}"
             events += [Event(user, start, source), Event(user, start + 0.001, page)]
-    for first in range(0, len(events), 1000):
-        ingest.record_events(events[first : first + 1000])
+    with mock.patch.object(clock, "now", lambda: start + 1):
+        for first in range(0, len(events), 1000):
+            ingest.record_events(events[first : first + 1000])
 
 
 def counted(source: str, day: str | None = None) -> dict[str, int]:
@@ -133,28 +136,36 @@ def test_next_pages_stay_capped_under_100k_distinct_transitions_and_the_most_fre
     assert min(redis_client.ttl(key) for key in transition_keys(redis_client)) > 0
 
 
-# A counts test too: 60,000 distinct junk steps (a crawler walking invented URLs) at the real bound.
+# A counts test too: 100,000 distinct junk paths (a crawler walking invented URLs), 1,000 a batch
+# through ingest, at the real bound: the day stays two keys, and each holds at most the bound plus
+# its slack, after every batch.
 @override_settings(ACTIVITY_REDIS_TIMEOUT=10.0)
-def test_junk_paths_keep_the_days_transitions_at_their_bound_and_the_frequent_steps_survive(redis_client, monkeypatch):
-    monkeypatch.setattr(sessions_store, "MAX_PATHS_PER_DAY", 1_000_000)
+def test_100k_junk_paths_keep_the_days_transitions_at_their_bound_and_the_frequent_steps_survive(
+    redis_client, monkeypatch
+):
+    monkeypatch.setattr(sessions_store, "MAX_PATHS_PER_DAY", 1_000_000)  # only the day's trims below
     bound, slack = sessions_store.MAX_TRANSITIONS_PER_DAY, sessions_store.TRANSITIONS_PER_DAY_SLACK
     junk = iter(range(10**6))
-    sizes = []
+    day_keys = {keys.transitions(today()), keys.transitions_index(today())}
+    sizes, key_counts = [], []
     with CommandDelta(redis_client) as delta:
-        for _ in range(60):
+        for _ in range(100):
             events = [Event("crawler", clock.now(), f"/junk/{next(junk)}") for _ in range(1000)]
             for n in range(10):  # ten real steps, a few times each batch
                 events += [Event(f"reader{n}", clock.now(), "/home"), Event(f"reader{n}", clock.now(), f"/doc/{n}")]
             ingest.record_events(events)
+            assert transition_keys(redis_client) == day_keys  # two keys a day, whatever the paths
             sizes.append(
                 (redis_client.zcard(keys.transitions(today())), redis_client.zcard(keys.transitions_index(today())))
             )
+            key_counts.append(len(activity_keys(redis_client)))
+    assert next(junk) == 100_000
     assert all(counts == indexed <= bound + slack for counts, indexed in sizes)  # both sets, every batch
-    assert sizes[-1][0] >= bound  # 60,000 steps went in: the bound, not the traffic, limits the day
+    assert sizes[-1][0] >= bound  # 100,000 steps went in: the bound, not the traffic, limits the day
+    assert len(set(key_counts)) == 1  # no key of any kind per path
     # A day's trim removes slack + 1 steps, once per slack + 1 new ones (here the only ZREMRANGEBYRANK).
-    assert 1 <= delta.calls["zremrangebyrank"] <= 60_000 // (slack + 1)
-    assert counted("/home") == {f"/doc/{n}": 60 for n in range(10)}
-    assert transition_keys(redis_client) == {keys.transitions(today()), keys.transitions_index(today())}
+    assert 1 <= delta.calls["zremrangebyrank"] <= 100_000 // (slack + 1)
+    assert counted("/home") == {f"/doc/{n}": 100 for n in range(10)}
     assert min(redis_client.ttl(key) for key in transition_keys(redis_client)) > 0
 
 
@@ -427,8 +438,9 @@ def test_dashboard_shows_where_people_went_next_from_the_top_pages(admin_client,
     assert rows["/d"] == "-"
 
 
-def test_transitions_counted_at_midnight_go_to_the_day_of_the_view(redis_client):
+def test_transitions_counted_at_midnight_go_to_the_day_of_the_view(redis_client, monkeypatch):
     midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+    monkeypatch.setattr(clock, "now", lambda: midnight + 1)  # both views within the session window
     walk("u", "/a", ts=midnight - 0.5)
     walk("u", "/b", ts=midnight)
     assert counted("/a") == {"/b": 1}
@@ -437,9 +449,11 @@ def test_transitions_counted_at_midnight_go_to_the_day_of_the_view(redis_client)
 
 def test_threads_counting_the_same_step_lose_nothing(redis_client):
     def burst(t: int) -> None:
-        for n in range(50):
-            walk(f"t{t}", "/a", "/b")
-            ingest.record_events([Event(f"t{t}", clock.now(), f"/other/{n}")])
+        ts = clock.now()
+        for n in range(50):  # each thread's views in time order: /a, /b, then another page
+            walk(f"t{t}", "/a", "/b", ts=ts)
+            ingest.record_events([Event(f"t{t}", ts + 0.002, f"/other/{n}")])
+            ts += 0.003
 
     threads = [threading.Thread(target=burst, args=(t,)) for t in range(8)]
     for thread in threads:

@@ -128,8 +128,9 @@ def keys_of(server: redis.Redis, command: list[bytes]) -> set[str]:
 
 @pytest.mark.django_db
 def test_every_key_a_script_touches_is_declared_in_its_keys(redis_client, monkeypatch):
-    """The page-view scripts (every branch: new sessions and transitions, both caps' trims, first
-    views, a rename, the top viewers' trim, a tombstoned user, two days), the by-name read and merge,
+    """The page-view scripts (every branch: new sessions and transitions, late views inserted across
+    midnight with the steps they split taken back, both caps' trims, first views, a rename, the top
+    viewers' trim, a tombstoned user, two days), the by-name read and merge,
     the ranked report's read and rebuild, recommendations computed and cached, next-page picks with
     their build, the dashboard's top next pages and an erase, MONITORed on the server of the {pv}
     slot (standalone: the one server, so every script of the run): each key a script's commands
@@ -145,13 +146,17 @@ def test_every_key_a_script_touches_is_declared_in_its_keys(redis_client, monkey
         server = redis.Redis(host=node.host, port=node.port)
     else:
         server = redis.Redis.from_url(conf.get("REDIS_URL"))
-    now = clock.now()
+    # 30 s after midnight: the session script declares yesterday's keys and today's.
+    midnight = calendar.midnight(calendar.day_of(clock.now())).timestamp()
+    now = midnight + 30
+    monkeypatch.setattr(clock, "now", lambda: now)
     privacy.erase("gone")  # tombstoned: the page-view scripts look it up and skip its views
 
     def work() -> None:
         for n in range(3):
             events = [Event(f"u{i}", now - 86400 * (n == 0) + i, f"/p{(i + n) % 5}") for i in range(6)]
             events += [Event("gone", now, "/p1"), Event("u0", now, "/p9"), Event("u0", now + 1, f"/q{n}")]
+            events.append(Event("u0", midnight - 10 + n, f"/late{n}"))  # yesterday, late: u0 has today's views
             ingest.record_events(events, names={"u1": f"name-{n}"})
         reports.page("active-by-name")
         reports.page("most-active")
@@ -178,3 +183,6 @@ def test_every_key_a_script_touches_is_declared_in_its_keys(redis_client, monkey
     assert undeclared == set()
     trims = [command[0].upper() for _, _, commands in calls for command in commands]
     assert b"ZREMRANGEBYRANK" in trims and b"ZMSCORE" in trims  # the caps' trims ran too
+    # Late views went in, and the steps they split were looked up to be taken back.
+    take_backs = [c for _, _, commands in calls for c in commands if c[0].upper() == b"ZSCORE" and b":next:" in c[1]]
+    assert b"LINSERT" in trims and take_backs

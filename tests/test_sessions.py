@@ -204,8 +204,8 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
                 keys.transitions_index(name),
                 keys.session(user),
             ],
-            [60000, 50, 10, 1, 50, 5, 50000, 5000, 1.0, user, "{}"],
-            "a key and 3 arguments per view",
+            [1, 60000, 50, 10, 1, 50, 5, 50000, 5000, 1.0, 0, 86400, user, "{}", "/"],  # no ts
+            "a key and 4 arguments per view",
         ),
         (
             PAGE_COUNTS,
@@ -290,8 +290,11 @@ def pending(redis_client, period: str, when: float) -> set[str]:
 def test_a_batch_across_midnight_records_each_view_on_its_own_day_in_one_round_trip(redis_client, monkeypatch):
     from tests.test_recommendations import counted
 
-    monkeypatch.setattr(clock, "now", lambda: WEDNESDAY)
-    ingest.record_events([view("warm", "/w", WEDNESDAY - 2 * 86400)])  # Monday: scripts loaded
+    monday = WEDNESDAY - 2 * 86400
+    monkeypatch.setattr(clock, "now", lambda: monday)
+    ingest.record_events([view("warm", "/w", monday)])  # Monday: scripts loaded
+    # Wednesday 00:00:29.5: every view of the batch is within the session window.
+    monkeypatch.setattr(clock, "now", lambda: TUESDAY_NIGHT + 30)
     tuesday, wednesday = calendar.day_of(TUESDAY_NIGHT), calendar.day_of(WEDNESDAY)
     batch = [
         view("u1", "/a", TUESDAY_NIGHT),

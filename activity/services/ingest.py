@@ -43,7 +43,9 @@ def record_events(
     user ids to the usernames the reports sort by. ``kind`` is ``traffic.classify``'s: a bot's
     events, and a machine's unless ``ACTIVITY_COUNT_MACHINES``, only move last seen; either's
     ``requests`` count in the day's figure of its kind. A page view older than
-    ``ACTIVITY_PAGE_STATS_DAYS`` is not recorded, so statistics exist only for periods an erase can name.
+    ``ACTIVITY_PAGE_STATS_DAYS`` is not recorded, so statistics exist only for periods an erase can name;
+    one older than ``ACTIVITY_SESSION_WINDOW`` counts in its day's statistics but joins no session
+    (a late one within it takes its place by ``ts``).
     """
     people = kind == traffic.PERSON or (kind == traffic.MACHINE and conf.settings.COUNT_MACHINES)
     now = clock.now()

@@ -322,7 +322,8 @@ PV_TAG = "{pv}"
 
 @family("{pv}:session:<user>", "list", fixed(lambda: conf.settings.SESSION_WINDOW))
 def session(user: str) -> str:
-    """List: the user's current navigation session, oldest page first, renewed by each view."""
+    """List: the user's current navigation session, sorted by ts, oldest page first, renewed by
+    each view it takes."""
     return f"{prefix()}{PV_TAG}:session:{user}"
 
 

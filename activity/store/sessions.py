@@ -1,15 +1,15 @@
-"""Navigation sessions and page-view statistics: four scripts per day of a batch, queued in the
-batch's one round trip; a session page read by one LRANGE."""
+"""Navigation sessions and page-view statistics: one session script per batch and three scripts per
+day of it, queued in the batch's one round trip; a session page read by one LRANGE."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
 from activity import conf
-from activity.calendar import day_name, day_of, period_name
+from activity.calendar import day_name, day_of, midnight, period_name
 from activity.store import keys
 from activity.store.client import Client
 from activity.store.scripts import LuaScript, Pipeline
@@ -57,44 +57,57 @@ def paths_slack(max_paths: int) -> int:
 def queue_record(
     pipe: Pipeline, views: Sequence[PageView], window_s: int, max_pages: int, stats_days: int, now: float
 ) -> list[int]:
-    """Queue the scripts recording the batch's views on ``pipe``: four per day the views fall on,
-    each day's views in batch order; tombstoned users are skipped. Returns the session scripts'
-    reply indexes, whose replies sum to the sessions started.
+    """Queue the scripts recording the batch's views on ``pipe``: the sessions' one for the batch,
+    then three per day the views fall on, each day's views in batch order; tombstoned users are
+    skipped. Returns the session script's reply index (its reply: the sessions started), in a list,
+    empty when no view joins a session.
 
-    Per day: sessions and transitions, counts per day and path, display names and by-name entries,
-    then views per user and the top viewers. The names script tells a user's first view of a period
-    by the counters the rank script creates, so it is queued first.
+    Only views within the session window (``ts`` at or after ``now - window_s``) join sessions; older
+    ones count in their day's statistics alone. Per day: counts per day and path, display names and
+    by-name entries, then views per user and the top viewers. The names script tells a user's first
+    view of a period by the counters the rank script creates, so it is queued first.
     """
     by_day: dict[date, list[PageView]] = {}
     for view in views:
         by_day.setdefault(day_of(view.ts), []).append(view)
     day_ttl, week_ttl = keys.page_stats_ttl(stats_days), keys.page_stats_ttl(stats_days, weekly=True)
     ttls = (day_ttl, week_ttl)
-    started = []
+    # Sorted by ts (stably: equal ones in batch order), so the script appends where it can; the
+    # sessions and transitions it leaves do not depend on the order (tests/test_session_order.py).
+    live = sorted((view for view in views if view.ts >= now - window_s), key=lambda view: view.ts)
+    started = [_queue_sessions(pipe, live, window_s, max_pages, day_ttl, now)] if live else []
     for when in sorted(by_day):
         day_views = by_day[when]
-        started.append(_queue_sessions(pipe, when, day_views, int(window_s * 1000), max_pages, day_ttl, now))
         _queue_page_counts(pipe, when, day_views, day_ttl, now)
         _queue_viewer_names(pipe, when, day_views, ttls, now)
         _queue_viewer_rank(pipe, when, day_views, ttls, now)
     return started
 
 
+def session_days(window_s: int, now: float, latest: float) -> list[date]:
+    """The days a view joining a session, or an entry after it, can fall on: from the day of
+    ``now - window_s`` to that of ``now + ACTIVITY_MAX_FUTURE_SKEW`` (or of ``latest``, the batch's
+    latest view, if later): one or two with the defaults."""
+    first, last = day_of(now - window_s), day_of(max(now + conf.settings.MAX_FUTURE_SKEW, latest))
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+
 def _queue_sessions(
-    pipe: Pipeline, when: date, views: Sequence[PageView], window_ms: int, max_pages: int, ttl: int, now: float
+    pipe: Pipeline, views: Sequence[PageView], window_s: int, max_pages: int, ttl: int, now: float
 ) -> int:
-    day = day_name(when)
-    script_keys = [
-        keys.tombstones("pv"),
-        keys.sessions_started(day),
-        keys.transitions(day),
-        keys.transitions_index(day),
-    ]
-    args: list[str | int] = [window_ms, int(max_pages), ttl, int(conf.settings.TRANSITIONS), MAX_NEXT_PAGES]
-    args += [paths_slack(MAX_NEXT_PAGES), MAX_TRANSITIONS_PER_DAY, TRANSITIONS_PER_DAY_SLACK, repr(now)]
+    days = session_days(window_s, now, max(view.ts for view in views))
+    script_keys = [keys.tombstones("pv")]
+    for when in days:
+        name = day_name(when)
+        script_keys += [keys.sessions_started(name), keys.transitions(name), keys.transitions_index(name)]
+    args: list[str | int] = [len(days), int(window_s * 1000), int(max_pages), ttl, int(conf.settings.TRANSITIONS)]
+    args += [MAX_NEXT_PAGES, paths_slack(MAX_NEXT_PAGES), MAX_TRANSITIONS_PER_DAY, TRANSITIONS_PER_DAY_SLACK]
+    args.append(repr(now))
+    args += [int(midnight(when).timestamp()) for when in days]
+    args.append(int(midnight(days[-1] + timedelta(days=1)).timestamp()))
     for view in views:
         script_keys.append(keys.session(view.user))
-        args += [view.user, ENTRY_JSON.encode({"path": view.path, "ts": view.ts}), view.path]
+        args += [view.user, ENTRY_JSON.encode({"path": view.path, "ts": view.ts}), view.path, repr(view.ts)]
     return pipe.script(SESSION_RECORD, script_keys, args)
 
 

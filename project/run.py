@@ -9,16 +9,20 @@ private standalone redis-server is started for Celery's broker and results.
 
 Each process runs in its own process group, so that what it leaves behind (the autoreloader's server,
 a straggling child) is found and stopped too: nothing outlives the session. Ctrl-C, SIGTERM and
-SIGHUP all stop the whole set.
+SIGHUP all stop the whole set; on Linux the children get SIGTERM too if the runner itself is killed.
+A child that exits is started again, with a line saying so, while the others keep serving: after
+1 s, doubling while it keeps exiting soon after its start, up to 30 s. A port something already
+answers on is refused before anything starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import os
-import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,6 +32,7 @@ from types import FrameType
 from project.redis_server import PrivateRedis, answers
 
 ROOT = Path(__file__).resolve().parent.parent
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def web_command(python: str, dev: bool, host: str, port: str) -> list[str]:
@@ -36,19 +41,77 @@ def web_command(python: str, dev: bool, host: str, port: str) -> list[str]:
     return [python, "-m", "gunicorn", "-c", str(ROOT / "project" / "gunicorn.conf.py")]
 
 
+def terminate_with_parent() -> None:
+    """In a child before it runs its command: SIGTERM when the runner dies, however it dies (Linux's
+    PR_SET_PDEATHSIG; elsewhere a runner killed with SIGKILL leaves its children running)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def port_answers(host: str, port: str) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex((host, int(port))) == 0
+
+
 def signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
     with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
         os.killpg(process.pid, signum)
 
 
-def stop(processes: dict[str, subprocess.Popen[bytes]]) -> None:
-    """SIGTERM to each process we started (graceful: gunicorn and Celery finish their requests and
-    tasks, then stop their own children), then SIGKILL to whatever is left of its process group
+# Seconds before a child that exited is started again: the first figure, doubling at each exit that
+# follows a short run, up to the second. A child that ran STEADY_SECONDS starts from the first again.
+RESTART_DELAYS = (1.0, 30.0)
+STEADY_SECONDS = 60.0
+
+
+class Child:
+    """One process the runner keeps up: started in a process group of its own, restarted when it
+    exits, with a growing delay while it keeps exiting soon after its start."""
+
+    def __init__(self, name: str, command: list[str], env: dict[str, str]) -> None:
+        self.name, self.command, self.env = name, command, env
+        self.process: subprocess.Popen[bytes] | None = None
+        self.started = 0.0
+        self.delay = RESTART_DELAYS[0]
+        self.restart_at: float | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            self.command, cwd=ROOT, env=self.env, process_group=0, preexec_fn=terminate_with_parent
+        )
+        self.started, self.restart_at = time.monotonic(), None
+        print(f"[run] {self.name} started (pid {self.process.pid})", flush=True)
+
+    def watch(self) -> None:
+        """Restart the process once its delay has passed since it exited."""
+        assert self.process is not None
+        now = time.monotonic()
+        if self.restart_at is None and self.process.poll() is not None:
+            signal_group(self.process, signal.SIGKILL)  # whatever it left behind in its group
+            ran = now - self.started
+            if ran >= STEADY_SECONDS:
+                self.delay = RESTART_DELAYS[0]
+            print(
+                f"[run] {self.name} exited with status {self.process.returncode} after {ran:.0f} s; "
+                f"starting it again in {self.delay:g} s",
+                flush=True,
+            )
+            self.restart_at = now + self.delay
+            self.delay = min(2 * self.delay, RESTART_DELAYS[1])
+        elif self.restart_at is not None and now >= self.restart_at:
+            self.start()
+
+
+def stop(children: list[Child]) -> None:
+    """SIGTERM to each process we started (graceful: the web server and Celery finish their requests
+    and tasks, then stop their own children), then SIGKILL to whatever is left of its process group
     once it is gone or 15 s later (the autoreloader's server, a straggling child)."""
-    for process in processes.values():
+    processes = [child.process for child in children if child.process is not None]
+    for process in processes:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
-    for process in processes.values():
+    for process in processes:
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=15)
         signal_group(process, signal.SIGKILL)
@@ -64,6 +127,10 @@ def main() -> int:
     parser.add_argument("--dev", action="store_true", help="Django's development server, autoreload, DEBUG on")
     dev = parser.parse_args().dev
     env = dict(os.environ)
+    host, port = env.get("HOST", "127.0.0.1"), env.get("PORT", "8000")
+    if port_answers(host, port):
+        print(f"Something already answers on {host}:{port}: stop it, or choose another PORT.", file=sys.stderr)
+        return 1
     if dev:
         env.setdefault("DEBUG", "1")
     url = env.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -80,12 +147,13 @@ def main() -> int:
         print(f"Nothing answers at {url}: started a private redis-server ({private.binary}) at {private.url}")
     (ROOT / "var").mkdir(exist_ok=True)
     # Every process counts its metrics into one directory, so /metrics sums web and Celery workers.
-    metrics_dir = ROOT / "var" / "prometheus"
-    shutil.rmtree(metrics_dir, ignore_errors=True)  # the counts of a previous run are not this one's
-    metrics_dir.mkdir()
-    env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(metrics_dir))
+    metrics_dir = Path(env.get("PROMETHEUS_MULTIPROC_DIR") or ROOT / "var" / "prometheus")
+    metrics_dir.mkdir(parents=True, exist_ok=True)
+    for counts in metrics_dir.glob("*.db"):  # a previous run's counts are not this one's
+        counts.unlink()
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     python = sys.executable
-    processes: dict[str, subprocess.Popen[bytes]] = {}
+    children: list[Child] = []
     # The children are in process groups of their own: the terminal's signals reach only this process,
     # which stops them. SIGINT even when started in the background (a shell then ignores it for us),
     # SIGHUP unless ignored on purpose (nohup).
@@ -93,47 +161,36 @@ def main() -> int:
     signal.signal(signal.SIGTERM, interrupted)
     if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
         signal.signal(signal.SIGHUP, interrupted)
-    status = 0
     try:
         subprocess.run([python, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True)
         if not dev:
             subprocess.run([python, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
-        host, port = env.get("HOST", "127.0.0.1"), env.get("PORT", "8000")
         commands = {
             "web": web_command(python, dev, host, port),
             "worker": [python, "-m", "celery", "-A", "project", "worker", "-l", "info", "--concurrency", "2"],
-            "beat": [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "project",
-                "beat",
-                "-l",
-                "info",
-                "-s",
-                str(ROOT / "var" / "beat-schedule"),
-            ],
+            "beat": [python, "-m", "celery", "-A", "project", "beat", "-l", "info"],
         }
-        for name, cmd in commands.items():
-            processes[name] = subprocess.Popen(cmd, cwd=ROOT, env=env, process_group=0)
+        children.extend(Child(name, command, env) for name, command in commands.items())
+        for child in children:
+            child.start()
         server = "Django's development server (autoreload)" if dev else "gunicorn"
         print(
             f"Serving http://{host}:{port}/ with {server} (API at /api/v1/, docs at /api/v1/docs/). "
             "Ctrl-C stops everything."
         )
-        while all(p.poll() is None for p in processes.values()):
+        while True:
             time.sleep(0.5)
-        status = next(p.returncode for p in processes.values() if p.poll() is not None) or 1
+            for child in children:
+                child.watch()
     except KeyboardInterrupt:
         pass
     finally:
         for name in ("SIGINT", "SIGTERM", "SIGHUP"):  # a second Ctrl-C must not cut the clean-up short
             signal.signal(getattr(signal, name), signal.SIG_IGN)
-        stop(processes)
+        stop(children)
         if private:
             private.stop()
-    return status
+    return 0
 
 
 if __name__ == "__main__":

@@ -113,8 +113,14 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The worker rides out a broker that fails over or refuses work: an error reply (READONLY after a
+# failover, MISCONF, a blocking read cut short with UNBLOCKED) reconnects like a lost connection,
+# instead of ending the worker; and it reconnects for as long as the broker is away.
+CELERY_BROKER_CHANNEL_ERROR_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
+CELERY_BEAT_SCHEDULE_FILENAME = os.environ.get("CELERY_BEAT_SCHEDULE_FILENAME", str(BASE_DIR / "var" / "beat-schedule"))
 
 HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = env_int("PORT", 8000)

@@ -4,7 +4,6 @@ bounded keys, and the OpenAPI document and docs page stay up while Redis is down
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
 from django.test import Client, override_settings
 
 from activity.store import keys
@@ -15,9 +14,8 @@ SCHEMA = "/api/v1/schema/"
 
 
 def rates(**overrides: str) -> override_settings:
-    framework = {**settings.REST_FRAMEWORK}
-    framework["DEFAULT_THROTTLE_RATES"] = {**framework["DEFAULT_THROTTLE_RATES"], **overrides}
-    return override_settings(REST_FRAMEWORK=framework)
+    """The default rates, with ``overrides``'s scopes in their place."""
+    return override_settings(ACTIVITY_THROTTLE_RATES=overrides)
 
 
 def counters(redis_client) -> dict[str, str]:

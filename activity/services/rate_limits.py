@@ -12,9 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rest_framework.settings import api_settings
-
-from activity import clock
+from activity import clock, conf
 from activity.expiring import ExpiringCache
 from activity.store import rate_limits as store
 from activity.store.client import get_client
@@ -25,8 +23,8 @@ UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def rate_of(scope: str) -> tuple[int, int] | None:
-    """The scope's (requests, window seconds) from DRF's ``DEFAULT_THROTTLE_RATES``; None: unlimited."""
-    text = api_settings.DEFAULT_THROTTLE_RATES.get(scope)
+    """The scope's (requests, window seconds) from ``ACTIVITY_THROTTLE_RATES``; None: unlimited."""
+    text = conf.settings.THROTTLE_RATES.get(scope)
     return None if text is None else _parsed(text)
 
 
@@ -51,7 +49,7 @@ def user_counters(user: str) -> list[str]:
     counter outlives its window by a second). For an erase."""
     now, ident = clock.now(), user_ident(user)
     found = []
-    for scope in api_settings.DEFAULT_THROTTLE_RATES:
+    for scope in conf.settings.THROTTLE_RATES:
         rate = rate_of(scope)
         if rate is None:
             continue

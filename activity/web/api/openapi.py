@@ -1,12 +1,29 @@
-"""The error answers of the OpenAPI document: every status an operation can give besides its success,
-with its JSON shape and headers, so clients (and schemathesis) can rely on the document."""
+"""The OpenAPI document's own parts: ``operation``, which describes an operation of the app's views
+whatever the site's schema class, and the error answers, every status an operation can give besides
+its success, with its JSON shape and headers, so clients (and schemathesis) can rely on the document."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def operation(**kwargs: Any) -> Callable[[Method], Method]:
+    """``extend_schema`` for a method of the app's views, built on drf-spectacular's schema: left alone,
+    ``extend_schema`` builds on the site's ``DEFAULT_SCHEMA_CLASS``, which need not be drf-spectacular's
+    (DRF's own is the default), but it builds on a schema the method names first."""
+
+    def decorate(method: Method) -> Method:
+        method.schema = AutoSchema  # type: ignore[attr-defined]
+        return extend_schema(**kwargs)(method)
+
+    return decorate
 
 
 class ErrorSerializer(serializers.Serializer):

@@ -1,6 +1,7 @@
-"""DRF throttles on the service's own counters (``services.rate_limits``): O(1) state per client
-and no Redis command on the request's path. Unlike DRF's, ``X-Forwarded-For`` is believed only from
-``ACTIVITY_TRUSTED_PROXIES``, so a client rotating the header is not a new client each time."""
+"""DRF throttles on the service's own counters (``services.rate_limits``) at the rates of
+``ACTIVITY_THROTTLE_RATES``: O(1) state per client and no Redis command on the request's path.
+Unlike DRF's, ``X-Forwarded-For`` is believed only from ``ACTIVITY_TRUSTED_PROXIES``, so a client
+rotating the header is not a new client each time."""
 
 from __future__ import annotations
 
@@ -47,13 +48,15 @@ def client_address(request: Request) -> str:
     return str(client)
 
 
+def address_ident(request: Request) -> str:
+    """How a client without a user is counted: by its address."""
+    return f"ip:{client_address(request)}"
+
+
 class FixedWindowThrottle(BaseThrottle):
-    """A rate from ``DEFAULT_THROTTLE_RATES[scope]``, counted per client in a fixed window."""
+    """A rate from ``ACTIVITY_THROTTLE_RATES[scope]``, counted per client in a fixed window."""
 
     scope = ""
-
-    def rate(self, view: Any) -> tuple[int, int] | None:
-        return rate_limits.rate_of(self.scope_of(view))
 
     def scope_of(self, view: Any) -> str:
         return self.scope
@@ -62,13 +65,17 @@ class FixedWindowThrottle(BaseThrottle):
         """Who is counted: the user when signed in, else the client address; None: not throttled."""
         if request.user and request.user.is_authenticated:
             return rate_limits.user_ident(str(request.user.pk))
-        return f"ip:{client_address(request)}"
+        return address_ident(request)
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        rate, ident = self.rate(view), self.ident(request)
+        return self.admit(self.scope_of(view), self.ident(request))
+
+    def admit(self, scope: str, ident: str | None) -> bool:
+        """Count one request of ``ident`` in ``scope``, unless its window is full (then False)."""
+        rate = rate_limits.rate_of(scope)
         if rate is None or ident is None:
             return True
-        decision = rate_limits.hit(self.scope_of(view), ident, *rate)
+        decision = rate_limits.hit(scope, ident, *rate)
         self._wait = decision.retry_after
         if decision.window is not None:
             tracking.record(decision.window)  # the count goes to Redis with the process's batches

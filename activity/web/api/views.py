@@ -15,7 +15,7 @@ from activity.events import USER_ID_PATTERN, clean_user, iso
 from activity.schedule import REPORT_REFRESH_INTERVAL
 from activity.services import audience, groups, health, ingest, last_seen, privacy, recommendations, reports, sessions
 from activity.web.api import serializers as s
-from activity.web.api.openapi import HEADERS, responses
+from activity.web.api.openapi import HEADERS, operation, responses
 from activity.web.api.pagination import next_link, page_links
 from activity.web.api.permissions import CanIngest, IsStaffOrSelf
 from activity.web.api.renderers import PrometheusRenderer
@@ -40,7 +40,7 @@ class EventsView(ServiceView):
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "ingest"
 
-    @extend_schema(
+    @operation(
         request=s.EventBatchSerializer,
         parameters=HEADERS,
         responses=responses({202: s.IngestResultSerializer}, 400, 413, 415),
@@ -56,7 +56,7 @@ class EventsView(ServiceView):
 class LastSeenView(ServiceView):
     permission_classes = [IsStaffOrSelf]
 
-    @extend_schema(parameters=[USER_PARAMETER, *HEADERS], responses=responses({200: s.LastSeenSerializer}, 400, 404))
+    @operation(parameters=[USER_PARAMETER, *HEADERS], responses=responses({200: s.LastSeenSerializer}, 400, 404))
     def get(self, request: Request, user: str) -> Response:
         seen = last_seen.get(user_from_url(user))
         if seen is None:
@@ -67,9 +67,7 @@ class LastSeenView(ServiceView):
 class OnlineView(ServiceView):
     permission_classes = [IsAdminUser]
 
-    @extend_schema(
-        parameters=[s.OnlineQuerySerializer, *HEADERS], responses=responses({200: s.OnlinePageSerializer}, 400)
-    )
+    @operation(parameters=[s.OnlineQuerySerializer, *HEADERS], responses=responses({200: s.OnlinePageSerializer}, 400))
     def get(self, request: Request) -> Response:
         query = s.OnlineQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -91,7 +89,7 @@ class StatsView(ServiceView):
 
     permission_classes = [IsAdminUser]
 
-    @extend_schema(parameters=HEADERS, responses=responses({200: s.StatsSerializer}))
+    @operation(parameters=HEADERS, responses=responses({200: s.StatsSerializer}))
     def get(self, request: Request) -> Response:
         return Response(audience.stats().as_api())
 
@@ -99,7 +97,7 @@ class StatsView(ServiceView):
 class SessionView(ServiceView):
     permission_classes = [IsStaffOrSelf]
 
-    @extend_schema(
+    @operation(
         parameters=[USER_PARAMETER, s.SessionQuerySerializer, *HEADERS],
         responses=responses({200: s.SessionPageSerializer}, 400, 404),
     )
@@ -127,7 +125,7 @@ class SessionView(ServiceView):
 class ReportListView(ServiceView):
     permission_classes = [IsAdminUser]
 
-    @extend_schema(operation_id="reports_list", parameters=HEADERS, responses=responses({200: s.ReportListSerializer}))
+    @operation(operation_id="reports_list", parameters=HEADERS, responses=responses({200: s.ReportListSerializer}))
     def get(self, request: Request) -> Response:
         found = [{"name": name, "description": text} for name, text in reports.catalogue()]
         return Response({"count": len(found), "results": found})
@@ -136,7 +134,7 @@ class ReportListView(ServiceView):
 class ReportView(ServiceView):
     permission_classes = [IsAdminUser]
 
-    @extend_schema(
+    @operation(
         parameters=[
             OpenApiParameter("name", str, OpenApiParameter.PATH, enum=list(reports.REGISTRY)),
             s.ReportQuerySerializer,
@@ -192,7 +190,7 @@ class GroupMembersView(ServiceView):
 
     permission_classes = [IsAdminUser]
 
-    @extend_schema(
+    @operation(
         parameters=[
             OpenApiParameter(
                 "group_id", {"type": "integer", "minimum": 1, "maximum": s.MAX_GROUP_ID}, OpenApiParameter.PATH
@@ -222,7 +220,7 @@ class RecommendationsView(ServiceView):
 
     permission_classes = [IsStaffOrSelf]
 
-    @extend_schema(
+    @operation(
         parameters=[USER_PARAMETER, s.RecommendationsQuerySerializer, *HEADERS],
         responses=responses({200: s.RecommendationsSerializer}, 400, 404),
         description="Best first; pages already in the session are left out. No live session: 200 with no "
@@ -241,7 +239,7 @@ class NextPagesView(ServiceView):
 
     permission_classes = [IsAdminUser]
 
-    @extend_schema(
+    @operation(
         parameters=[
             s.NextPagesQuerySerializer,
             OpenApiParameter(
@@ -264,7 +262,8 @@ class NextPagesView(ServiceView):
 
 @extend_schema(exclude=True)
 class MetricsView(ServiceView):
-    """``GET /metrics`` for Prometheus, staff only (a scraper signs in with a staff user's token)."""
+    """``GET /metrics`` for Prometheus, staff only (a scraper signs in with a staff user's token); its
+    errors are JSON, as every error of the app's views."""
 
     permission_classes = [IsAdminUser]
     renderer_classes = [PrometheusRenderer]
@@ -279,7 +278,7 @@ class UserActivityView(ServiceView):
 
     permission_classes = [IsAdminUser]
 
-    @extend_schema(
+    @operation(
         operation_id="users_activity_erase",
         parameters=[USER_PARAMETER, *HEADERS],
         responses=responses({204: None}, 400, 404),
@@ -303,7 +302,7 @@ class UserActivityExportView(ServiceView):
 
     permission_classes = [IsStaffOrSelf]
 
-    @extend_schema(
+    @operation(
         parameters=[USER_PARAMETER, *HEADERS],
         responses=responses({200: s.ExportSerializer}, 400, 404),
         description="Last seen, live session, display names, page views per retained day and week, group "

@@ -113,6 +113,14 @@ refused = {
 views = [{"user": "walker", "path": f"/p{n}"} for n in range(3)]
 ingested = api.post("/api/v1/events/", {"events": views}, content_type="application/json").status_code
 walker = api.get("/api/v1/users/walker/session/").json()
+
+from activity import clock  # a fixed moment mid-minute: the 121 requests share one window
+moment = time.time()
+moment += 30 - moment % 60
+clock.now = lambda: moment
+stranger = Client(REMOTE_ADDR="203.0.113.9")
+codes = [stranger.get("/api/v1/stats/").status_code for _ in range(121)]
+throttled = stranger.get("/api/v1/stats/")
 print(json.dumps({
     "pk": str(user.pk),
     "page": page.status_code,
@@ -122,6 +130,7 @@ print(json.dumps({
     "tasks": sorted(name for name in current_app.tasks if name.startswith("activity.")),
     "refused": refused,
     "pages": [ingested, walker["count"], len(walker["results"]), walker["next"]],
+    "throttle": [codes.count(401), codes[-1], answer(throttled), throttled.get("Retry-After")],
 }))
 """
 
@@ -185,12 +194,16 @@ def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, redis_client
     assert {"activity.flush", "activity.prune", "activity.sweep", "activity.rollup_day"} <= set(found["tasks"])
     assert redis_client.exists(f"{os.environ['ACTIVITY_KEY_PREFIX']}{{ls}}:seen")  # this run's Redis and prefix
 
-    # The site's REST_FRAMEWORK changed nothing: permissions, JSON errors, page sizes.
+    # The site's REST_FRAMEWORK changed nothing: permissions, JSON errors, page sizes, throttles.
     refused = found["refused"]
     assert [refused[who][0] for who in ("anonymous", "member", "unknown path")] == [401, 403, 404]
     for status, content_type, body in refused.values():
         assert content_type == "application/json" and json.loads(body)["detail"], (status, body)
     assert found["pages"] == [202, 3, 3, None]  # the session's own page size (20), not the site's 2
+    unauthorized, last, (status, content_type, body), retry_after = found["throttle"]
+    assert (unauthorized, last, status) == (120, 429, 429)  # anonymous: 120 a minute, then refused
+    assert content_type == "application/json" and "throttled" in json.loads(body)["detail"]
+    assert 0 < int(retry_after) <= 30
 
     out = run(["python", "manage.py", "activity_flush"], site, env)
     assert out.strip().startswith("activity_flush: 2 rows written in 1 batch;")  # the adopter, and walker

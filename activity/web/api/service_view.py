@@ -40,7 +40,8 @@ class Negotiation(DefaultContentNegotiation):
 
 class OwnConfiguration:
     """What DRF would otherwise read from the site's ``REST_FRAMEWORK``, set on the app's views. Errors
-    are JSON whatever the view renders on success (``/metrics``, the docs page)."""
+    are JSON whatever the view renders on success (``/metrics``, the docs page), and an anonymous
+    request refused by a permission counts in the ``anon`` throttle scope as any anonymous request."""
 
     authentication_classes = [CachedTokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
@@ -61,6 +62,11 @@ class OwnConfiguration:
             response.accepted_renderer = FastJSONRenderer()
             response.accepted_media_type = FastJSONRenderer.media_type
         return response
+
+    def permission_denied(self, request: Request, message: str | None = None, code: str | None = None) -> None:
+        if request.authenticators and not request.successful_authenticator:
+            throttles.count_unauthenticated(request)  # 429 rather than 401 once the address is over
+        super().permission_denied(request, message, code)
 
 
 class ServiceView(OwnConfiguration, APIView):

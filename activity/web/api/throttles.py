@@ -1,13 +1,15 @@
 """DRF throttles on the service's own counters (``services.rate_limits``) at the rates of
 ``ACTIVITY_THROTTLE_RATES``: O(1) state per client and no Redis command on the request's path.
 Unlike DRF's, ``X-Forwarded-For`` is believed only from ``ACTIVITY_TRUSTED_PROXIES``, so a client
-rotating the header is not a new client each time."""
+rotating the header is not a new client each time. Every request that ends unauthenticated, a failed
+authentication included, counts in the ``anon`` scope by address (``count_unauthenticated``)."""
 
 from __future__ import annotations
 
 import ipaddress
 from typing import Any
 
+from rest_framework.exceptions import Throttled
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
@@ -112,3 +114,20 @@ class ScopedRateThrottle(FixedWindowThrottle):
 
     def scope_of(self, view: Any) -> str:
         return getattr(view, "throttle_scope", "")
+
+
+def count_unauthenticated(request: Request) -> None:
+    """Count one request that ends unauthenticated (anonymous on a view that needs a user, or with
+    credentials that failed) in the ``anon`` scope of its address; ``Throttled`` once that is full."""
+    throttle = AnonRateThrottle()
+    if not throttle.admit(throttle.scope, address_ident(request)):
+        raise Throttled(throttle.wait())
+
+
+def refuse_over_limit(request: Request) -> None:
+    """``Throttled`` when the client's address has used up its ``anon`` window already: asked before a
+    credential is looked up, so a client retrying bad tokens costs no database query. Counts nothing."""
+    rate = rate_limits.rate_of(AnonRateThrottle.scope)
+    wait = None if rate is None else rate_limits.refusal(AnonRateThrottle.scope, address_ident(request), *rate)
+    if wait is not None:
+        raise Throttled(wait)

@@ -215,7 +215,7 @@ def prepare_database() -> dict[str, str]:
 
     call_command("migrate", verbosity=0)
     users = get_user_model().objects
-    staff = users.create_user("bench-staff", is_staff=True)
+    staff = users.create_superuser("bench-staff", "bench-staff@example.com", None)  # every permission
     browser = Client()
     browser.force_login(users.create_user("bench-member"))
     return {

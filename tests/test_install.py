@@ -113,6 +113,7 @@ refused = {
 views = [{"user": "walker", "path": f"/p{n}"} for n in range(3)]
 ingested = api.post("/api/v1/events/", {"events": views}, content_type="application/json").status_code
 walker = api.get("/api/v1/users/walker/session/").json()
+document = api.get("/api/v1/schema/?format=json").json()
 
 from activity import clock  # a fixed moment mid-minute: the 121 requests share one window
 moment = time.time()
@@ -130,6 +131,7 @@ print(json.dumps({
     "tasks": sorted(name for name in current_app.tasks if name.startswith("activity.")),
     "refused": refused,
     "pages": [ingested, walker["count"], len(walker["results"]), walker["next"]],
+    "x-permission": document["paths"]["/api/v1/stats/"]["get"].get("x-permission"),
     "throttle": [codes.count(401), codes[-1], answer(throttled), throttled.get("Retry-After")],
 }))
 """
@@ -200,6 +202,7 @@ def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, redis_client
     for status, content_type, body in refused.values():
         assert content_type == "application/json" and json.loads(body)["detail"], (status, body)
     assert found["pages"] == [202, 3, 3, None]  # the session's own page size (20), not the site's 2
+    assert found["x-permission"] == "activity.view_activity"
     unauthorized, last, (status, content_type, body), retry_after = found["throttle"]
     assert (unauthorized, last, status) == (120, 429, 429)  # anonymous: 120 a minute, then refused
     assert content_type == "application/json" and "throttled" in json.loads(body)["detail"]

@@ -11,11 +11,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from django.http import HttpRequest, HttpResponseBase
-from drf_spectacular.openapi import AutoSchema
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.metadata import SimpleMetadata
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -27,7 +25,9 @@ from activity.services import tracking, traffic
 from activity.services.tracking import Activity
 from activity.web.api import errors, throttles
 from activity.web.api.authentication import CachedTokenAuthentication
+from activity.web.api.openapi import ServiceSchema
 from activity.web.api.parsers import EventJSONParser
+from activity.web.api.permissions import CanView
 from activity.web.api.renderers import FastJSONRenderer
 from activity.web.middleware import RECORDED, tracks_request
 
@@ -44,14 +44,14 @@ class OwnConfiguration:
     request refused by a permission counts in the ``anon`` throttle scope as any anonymous request."""
 
     authentication_classes = [CachedTokenAuthentication, SessionAuthentication]
-    permission_classes = [IsAuthenticated]
+    permission_classes = [CanView]  # each view names its own; one that forgot needs the view permission
     parser_classes = [EventJSONParser]
     renderer_classes = [FastJSONRenderer]
     throttle_classes = [throttles.UserRateThrottle, throttles.AnonRateThrottle]
     content_negotiation_class = Negotiation
     metadata_class = SimpleMetadata
     versioning_class = None
-    schema = AutoSchema()
+    schema = ServiceSchema()
 
     def get_exception_handler(self) -> Any:
         return errors.exception_handler

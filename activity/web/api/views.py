@@ -5,7 +5,6 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -17,7 +16,7 @@ from activity.services import audience, groups, health, ingest, last_seen, priva
 from activity.web.api import serializers as s
 from activity.web.api.openapi import HEADERS, operation, responses
 from activity.web.api.pagination import next_link, page_links
-from activity.web.api.permissions import CanIngest, IsStaffOrSelf
+from activity.web.api.permissions import CanErase, CanExportOrSelf, CanIngest, CanView, CanViewOrSelf
 from activity.web.api.renderers import PrometheusRenderer
 from activity.web.api.service_view import ServiceView
 from activity.web.api.throttles import ScopedRateThrottle
@@ -54,7 +53,7 @@ class EventsView(ServiceView):
 
 
 class LastSeenView(ServiceView):
-    permission_classes = [IsStaffOrSelf]
+    permission_classes = [CanViewOrSelf]
 
     @operation(parameters=[USER_PARAMETER, *HEADERS], responses=responses({200: s.LastSeenSerializer}, 400, 404))
     def get(self, request: Request, user: str) -> Response:
@@ -65,7 +64,7 @@ class LastSeenView(ServiceView):
 
 
 class OnlineView(ServiceView):
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
 
     @operation(parameters=[s.OnlineQuerySerializer, *HEADERS], responses=responses({200: s.OnlinePageSerializer}, 400))
     def get(self, request: Request) -> Response:
@@ -87,7 +86,7 @@ class OnlineView(ServiceView):
 class StatsView(ServiceView):
     """Audience figures in one Redis round trip (see activity.services.audience.stats)."""
 
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
 
     @operation(parameters=HEADERS, responses=responses({200: s.StatsSerializer}))
     def get(self, request: Request) -> Response:
@@ -95,7 +94,7 @@ class StatsView(ServiceView):
 
 
 class SessionView(ServiceView):
-    permission_classes = [IsStaffOrSelf]
+    permission_classes = [CanViewOrSelf]
 
     @operation(
         parameters=[USER_PARAMETER, s.SessionQuerySerializer, *HEADERS],
@@ -123,7 +122,7 @@ class SessionView(ServiceView):
 
 
 class ReportListView(ServiceView):
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
 
     @operation(operation_id="reports_list", parameters=HEADERS, responses=responses({200: s.ReportListSerializer}))
     def get(self, request: Request) -> Response:
@@ -132,7 +131,7 @@ class ReportListView(ServiceView):
 
 
 class ReportView(ServiceView):
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
 
     @operation(
         parameters=[
@@ -188,7 +187,7 @@ def group_from_url(value: str) -> int:
 class GroupMembersView(ServiceView):
     """Members of a Django auth group, most recently seen first, never-seen members last."""
 
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
 
     @operation(
         parameters=[
@@ -218,7 +217,7 @@ class GroupMembersView(ServiceView):
 class RecommendationsView(ServiceView):
     """The pages most often visited next after the user's latest pages (see activity.services.recommendations)."""
 
-    permission_classes = [IsStaffOrSelf]
+    permission_classes = [CanViewOrSelf]
 
     @operation(
         parameters=[USER_PARAMETER, s.RecommendationsQuerySerializer, *HEADERS],
@@ -237,7 +236,7 @@ class RecommendationsView(ServiceView):
 class NextPagesView(ServiceView):
     """Distinct random picks among the pages that followed a page, weighted by how often each did."""
 
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
 
     @operation(
         parameters=[
@@ -262,10 +261,10 @@ class NextPagesView(ServiceView):
 
 @extend_schema(exclude=True)
 class MetricsView(ServiceView):
-    """``GET /metrics`` for Prometheus, staff only (a scraper signs in with a staff user's token); its
-    errors are JSON, as every error of the app's views."""
+    """``GET /metrics`` for Prometheus (a scraper signs in with the token of a user holding
+    ``activity.view_activity``); its errors are JSON, as every error of the app's views."""
 
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
     renderer_classes = [PrometheusRenderer]
     throttle_classes = []
 
@@ -276,7 +275,7 @@ class MetricsView(ServiceView):
 class UserActivityView(ServiceView):
     """Erase a user's activity everywhere (see activity.services.privacy)."""
 
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanErase]
 
     @operation(
         operation_id="users_activity_erase",
@@ -300,7 +299,7 @@ class UserActivityView(ServiceView):
 class UserActivityExportView(ServiceView):
     """Everything stored about a user (see activity.services.privacy.export)."""
 
-    permission_classes = [IsStaffOrSelf]
+    permission_classes = [CanExportOrSelf]
 
     @operation(
         parameters=[USER_PARAMETER, *HEADERS],

@@ -1,5 +1,5 @@
 """The API's error answers, all JSON, from the app's own views whatever the site's handlers: their
-exception handler (Redis unable to serve: 503 with Retry-After; an oversized body
+exception handler (Redis or the database unable to serve: 503 with Retry-After; an oversized body
 413; a request Django finds suspicious 400; a bug 500, its traceback logged), and the JSON 404
 for paths under the app's prefix that no route matches (``not_found``, the last route of
 ``activity.urls``)."""
@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.signals import got_request_exception
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.urls import Resolver404, resolve
 from django.views.decorators.common import no_append_slash
@@ -43,6 +44,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, StoreUnavailable):
         logger.warning("Redis unavailable: %s", exc)
         return _unavailable("Activity store (Redis) is unavailable; try again shortly.")
+    # Locked, gone or timing out (SQLite's busy timeout, PostgreSQL's lock or statement timeout, a
+    # dropped connection): worth retrying. Other database errors are bugs, answered as below.
+    if isinstance(exc, OperationalError | InterfaceError):
+        logger.warning("database unavailable: %s", exc)
+        return _unavailable("The database is unavailable; try again shortly.")
     if isinstance(exc, RequestDataTooBig):
         return _answer(str(exc), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, SuspiciousOperation):  # too many query fields, ...: what Django answers 400

@@ -341,9 +341,15 @@ def test_export_permissions_and_bad_input(member, member_api, staff_api, redis_c
     assert staff_api.get(f"/api/v1/users/{GONE}/activity/export/").json()["active_days"] is None  # an HLL id
     assert staff_api.get("/api/v1/users/a*b/activity/export/").status_code == 400
     assert staff_api.get("/api/v1/users/never-seen/activity/export/").status_code == 404
-    assert member_api.get(f"/api/v1/users/{member.pk}/activity/export/").status_code == 200  # a user, no data
+    own = f"/api/v1/users/{member.pk}/activity/export/"
+    assert member_api.get(own).status_code == 404  # a Django account, but no activity: nothing stored
+    seed(str(member.pk))
+    assert member_api.get(own).status_code == 200
     privacy.erase(GONE)
-    assert staff_api.get(f"/api/v1/users/{GONE}/activity/export/").status_code == 404
+    erased = staff_api.get(f"/api/v1/users/{GONE}/activity/export/")
+    assert erased.status_code == 404 and erased.json() == {"detail": "No activity of this user is stored."}
+    privacy.erase(str(member.pk))  # an erased Django user keeps the account: still nothing stored
+    assert member_api.get(own).status_code == 404
 
 
 def test_the_openapi_document_describes_both_operations(staff_api):

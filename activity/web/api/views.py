@@ -305,10 +305,11 @@ class UserActivityExportView(ServiceView):
         parameters=[USER_PARAMETER, *HEADERS],
         responses=responses({200: s.ExportSerializer}, 400, 404),
         description="Last seen, live session, display names, page views per retained day and week, group "
-        "views, active days, first visit and the database row. 404: nothing is stored about the user.",
+        "views, active days, first visit and the database row. 404: none of the user's activity is stored "
+        "(never seen, or erased; a Django account alone is not activity).",
     )
     def get(self, request: Request, user: str) -> Response:
         found = privacy.export(user_from_url(user))
         if found is None:
-            raise NotFound("Nothing is stored about this user.")
+            raise NotFound("No activity of this user is stored.")
         return Response(found)

@@ -5,6 +5,8 @@ bad value raises ``ImproperlyConfigured``, which the check ``activity.E006`` rep
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +122,14 @@ SETTINGS: tuple[Setting, ...] = (
         "a machine's.",
     ),
     Setting(
+        "ACTIVITY_THROTTLE_RATES",
+        {"user": "6000/min", "anon": "120/min", "ingest": "6000/min"},
+        "Requests per client and window of the API's throttle scopes (`user`: signed-in callers, `anon`: "
+        "anonymous requests and failed authentications, by address, `ingest`: the ingest endpoint), as DRF "
+        "writes rates (`120/min`); the scopes given replace the defaults', a rate of `None` lifts the limit "
+        "(JSON in the environment).",
+    ),
+    Setting(
         "ACTIVITY_TRANSITIONS",
         True,
         "Count page transitions (next-page picks, recommendations, the dashboard's 'where next'); off saves "
@@ -131,6 +141,8 @@ BY_NAME = {setting.name: setting for setting in SETTINGS}
 # Comma-separated in the environment. Regular expressions may hold commas: a string is one pattern.
 _TUPLES = {"ACTIVITY_TRUSTED_PROXIES", "ACTIVITY_TRACK_EXCLUDE_PATHS"}
 _PATTERNS = {"ACTIVITY_BOT_PATTERNS"}
+# A rate as DRF writes one: requests per second, minute, hour or day ("120/min").
+RATE_RE = re.compile(r"[0-9]+/[smhd][a-z]*")
 
 _cache: dict[str, Any] = {}
 
@@ -164,11 +176,22 @@ def _coerce(setting: Setting, value: Any) -> Any:
         return bool(value)
     if setting.name in _PATTERNS:
         return tuple(pattern for pattern in ([value] if isinstance(value, str) else value) if pattern)
+    if isinstance(default, dict):
+        return _rates(default, json.loads(value) if isinstance(value, str) else value)
     if setting.name in _TUPLES:
         if isinstance(value, str):
             return tuple(item.strip() for item in value.split(",") if item.strip())
         return tuple(value)
     return type(default)(value)
+
+
+def _rates(default: dict[str, str], given: Any) -> dict[str, str | None]:
+    """The default rates with the given scopes' in their place, each a DRF rate or None."""
+    rates = {**default, **dict(given)}
+    for scope, rate in rates.items():
+        if rate is not None and not (isinstance(rate, str) and RATE_RE.fullmatch(rate)):
+            raise ValueError(f"the rate of {scope!r} is not a rate such as '120/min' (or None)")
+    return rates
 
 
 class _Settings:

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from activity.managers import UserActivityManager
+from activity.permissions import DECLARED
 
 
 class UserActivity(models.Model):
@@ -37,11 +38,7 @@ class UserActivity(models.Model):
         indexes = [
             models.Index(fields=["account"], condition=models.Q(account__isnull=False), name="activity_account_idx")
         ]
-        permissions = [
-            ("ingest_events", "Can send activity events to the ingest API"),
-            ("view_dashboard", "Can view the activity dashboard"),
-            ("run_jobs", "Can queue activity jobs (flush, report rebuild) from the dashboard"),
-        ]
+        permissions = DECLARED  # the app's, for the API and the admin alike (activity.permissions)
 
     def __str__(self) -> str:
         return self.user_id
@@ -49,7 +46,7 @@ class UserActivity(models.Model):
 
 class Dashboard(UserActivity):
     """No data of its own: it gives the dashboard (``activity.admin.dashboard``) its place in the
-    admin index; its permissions are ``UserActivity``'s ``view_dashboard`` and ``run_jobs``."""
+    admin index; its permissions are ``UserActivity``'s ``view_activity`` and ``run_jobs``."""
 
     class Meta:
         proxy = True

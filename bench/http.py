@@ -195,8 +195,7 @@ def configure(tmp: Path, redis_url: str, workers: int, threads: int) -> None:
             "REDIS_URL": redis_url,
             "ACTIVITY_KEY_PREFIX": "act:",
             "ACTIVITY_TRACK_EXCLUDE_PATHS": EXCLUDED,
-            "ACTIVITY_THROTTLE_INGEST": UNLIMITED,
-            "ACTIVITY_THROTTLE_READ": UNLIMITED,
+            "ACTIVITY_THROTTLE_RATES": json.dumps({"user": UNLIMITED, "ingest": UNLIMITED}),
             "WEB_CONCURRENCY": str(workers),
             "WEB_THREADS": str(threads),
         }
@@ -216,7 +215,7 @@ def prepare_database() -> dict[str, str]:
 
     call_command("migrate", verbosity=0)
     users = get_user_model().objects
-    staff = users.create_user("bench-staff", is_staff=True)
+    staff = users.create_superuser("bench-staff", "bench-staff@example.com", None)  # every permission
     browser = Client()
     browser.force_login(users.create_user("bench-member"))
     return {

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from activity.services import last_seen
+from activity.web.api.service_view import OwnConfiguration
 from bench.http import READ_USER
 from project.urls import urlpatterns as product_urlpatterns
 
@@ -43,6 +44,7 @@ class BareAPIView(APIView):
     authentication_classes = []
     permission_classes = []
     throttle_classes = []
+    renderer_classes = OwnConfiguration.renderer_classes  # the service's (no site REST_FRAMEWORK sets them)
 
     def get(self, request: Request) -> Response:
         return Response({"ok": True})

@@ -1,13 +1,19 @@
 from django.contrib import admin
+from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    # The activity app at the root: /api/v1/..., /healthz and /metrics.
+    # The activity app at the root: /api/v1/..., /healthz and /metrics, and its JSON 404 for any
+    # other path (so it comes last).
     path("", include("activity.urls")),
 ]
 
-# Errors under /api/ are JSON like every other API answer; elsewhere Django's own pages.
-handler400 = "activity.web.api.errors.bad_request"
-handler404 = "activity.web.api.errors.not_found"
-handler500 = "activity.web.api.errors.server_error"
+
+def bad_request(request: HttpRequest, exception: Exception) -> JsonResponse:
+    """A request Django refused before any view (a disallowed Host header): this site serves an API,
+    so in JSON, as its errors are. The one handler the app cannot stand in for, and needs none of."""
+    return JsonResponse({"detail": "Bad request."}, status=400)
+
+
+handler400 = bad_request

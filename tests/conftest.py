@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.test.client import RequestFactory
 from rest_framework.test import APIClient
 
-from activity import clock, conf
+from activity import clock, conf, permissions
 from activity.services import ingest, rate_limits, tracking
 from activity.services.tracking import fail_open
 from activity.store.client import get_client
@@ -76,9 +77,21 @@ def _clean_state(redis_client):
     _forget_process_state()
 
 
+APP_PERMISSIONS = (permissions.VIEW, permissions.EXPORT, permissions.ERASE, permissions.INGEST, permissions.RUN_JOBS)
+
+
+def with_permissions(user, *names: str):
+    """``user`` granted the app's permissions ``names`` (dotted, as ``activity.permissions`` names
+    them; all five when none are given), read afresh so no permission cache hides them."""
+    codenames = [name.split(".", 1)[1] for name in names or APP_PERMISSIONS]
+    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="activity", codename__in=codenames))
+    return type(user).objects.get(pk=user.pk)
+
+
 @pytest.fixture
 def staff(db):
-    return get_user_model().objects.create_user("staff", is_staff=True)
+    """A staff user granted the app's five permissions (``is_staff`` alone grants none)."""
+    return with_permissions(get_user_model().objects.create_user("staff", is_staff=True))
 
 
 @pytest.fixture

@@ -99,7 +99,7 @@ def test_staff_without_the_dashboard_permissions_are_refused_and_nothing_is_queu
         assert getattr(client, method)(url).status_code == 403, url
     assert f'href="{DASHBOARD}"' not in client.get(reverse("admin:index")).content.decode()
 
-    staff.user_permissions.add(Permission.objects.get(codename="view_dashboard"))
+    staff.user_permissions.add(Permission.objects.get(codename="view_activity"))
     staff = get_user_model().objects.get(pk=staff.pk)  # a fresh permission cache
     client.force_login(staff)
     page = client.get(DASHBOARD)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.test import override_settings
 from rest_framework.test import APIClient
@@ -199,12 +198,56 @@ class TestOperations:
         assert docs.status_code == 200
         assert b"cdn" not in docs.content.lower() and b"/static/drf_spectacular_sidecar/" in docs.content
 
+    def test_metrics_errors_are_the_services_json(self, member_api, db):
+        scraper = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        for client, status in ((APIClient(), 401), (member_api, 403)):
+            answer = client.get("/metrics", HTTP_ACCEPT=scraper)
+            assert answer.status_code == status and answer["Content-Type"] == "application/json"
+            assert answer.json()["detail"]
+        refused = member_api.get("/metrics", HTTP_ACCEPT="application/xml")
+        assert refused.status_code == 406 and refused.json()["detail"]
+
     def test_throttled_is_429_with_retry_after(self, staff_api, redis_client, mid_minute):
-        framework = {**settings.REST_FRAMEWORK}
-        framework["DEFAULT_THROTTLE_RATES"] = {**framework["DEFAULT_THROTTLE_RATES"], "ingest": "2/min"}
-        with override_settings(REST_FRAMEWORK=framework):
+        with override_settings(ACTIVITY_THROTTLE_RATES={"ingest": "2/min"}):
             codes = [post_events(staff_api, [{"user": "1"}]).status_code for _ in range(3)]
             blocked = post_events(staff_api, [{"user": "1"}])
         assert codes == [202, 202, 429]
         assert blocked["Retry-After"] == "30"  # the rest of the fixed window
         assert "throttled" in blocked.json()["detail"]
+
+
+# What a site's REST_FRAMEWORK may say; none of it changes the app's views (docs/api.md). The class
+# attributes DRF copies from it at import are the install test's (tests/test_install.py); these are
+# the ones it reads per request.
+HOSTILE_REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.BrowsableAPIRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 2,
+    "DEFAULT_THROTTLE_CLASSES": [],
+    "DEFAULT_THROTTLE_RATES": {"anon": "1000/min"},
+    "DEFAULT_VERSIONING_CLASS": "rest_framework.versioning.QueryParameterVersioning",
+    "ALLOWED_VERSIONS": ["9"],
+    "EXCEPTION_HANDLER": "rest_framework.views.exception_handler",
+    "NON_FIELD_ERRORS_KEY": "errors",
+    "URL_FORMAT_OVERRIDE": None,
+}
+
+
+@override_settings(REST_FRAMEWORK=HOSTILE_REST_FRAMEWORK)
+def test_the_sites_rest_framework_changes_nothing(staff_api, member_api, redis_client, mid_minute):
+    assert APIClient().get("/api/v1/stats/").status_code == 401
+    assert member_api.get("/api/v1/stats/").status_code == 403
+    body = staff_api.post(EVENTS, [1], format="json")
+    assert body.status_code == 400 and body.json() == {
+        "non_field_errors": ["Invalid data. Expected a dictionary, but got list."]
+    }
+    schema = APIClient().get("/api/v1/schema/?format=json")
+    assert schema.status_code == 200 and schema["Content-Type"].startswith("application/vnd.oai.openapi+json")
+    with override_settings(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"):
+        down = staff_api.get("/api/v1/stats/")
+    assert down.status_code == 503 and down["Retry-After"] == "5"
+    with override_settings(ACTIVITY_THROTTLE_RATES={"anon": "2/min"}):
+        codes = [APIClient(REMOTE_ADDR="198.51.100.9").get("/api/v1/docs/").status_code for _ in range(3)]
+    assert codes == [200, 200, 429]

@@ -7,14 +7,16 @@ import base64
 import json
 
 import pytest
+from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.test import Client, override_settings
-from django.urls import path
+from django.urls import include, path
+from rest_framework.permissions import AllowAny
 
 from activity import clock
 from activity.store import keys
 from activity.web.api.serializers import MAX_PAGE, MAX_PAGE_SIZE
-from project import urls as project_urls
+from activity.web.api.service_view import ServiceView
 from tests.test_api import activity_keys
 
 EVENTS = "/api/v1/events/"
@@ -24,9 +26,24 @@ def crash(request):
     raise RuntimeError("a bug")
 
 
-# This module is also a URLconf, for one test: the project's URLs and 500 handler, plus a crash.
-urlpatterns = [*project_urls.urlpatterns, path("api/v1/crash/", crash), path("crash/", crash)]
-handler500 = getattr(project_urls, "handler500", None)
+class CrashingView(ServiceView):
+    """One of the app's views, with a bug."""
+
+    permission_classes = [AllowAny]
+
+    def get(self, request):
+        raise RuntimeError("a bug")
+
+
+# This module is also a URLconf: a site with pages of its own (one of them crashing) that mounts the
+# app under activity/, as docs/api.md shows, with one of the app's views that crashes, and no error
+# handlers of its own.
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("crash/", crash),
+    path("activity/api/v1/crash/", CrashingView.as_view()),
+    path("activity/", include("activity.urls")),
+]
 
 
 def post_raw(api, body: str):
@@ -206,21 +223,45 @@ class TestErrorsAreJson:
             assert response.json() == {"detail": "Not found."}
 
     def test_a_request_django_refuses_is_a_json_400(self, client, db):
+        # Refused before any view: the example project's own handler400, the one the app cannot be.
         response = client.get("/api/v1/stats/", HTTP_HOST="not-allowed.example")
         assert response.status_code == 400
         assert response.json() == {"detail": "Bad request."}
 
-    def test_outside_the_api_django_pages_stay(self, client, db):
-        response = client.get("/no-such-page/")
-        assert response.status_code == 404 and response["Content-Type"].startswith("text/html")
+    def test_a_path_missing_its_slash_is_redirected_as_before(self, client, db):
+        # The app's catch-all resolves every path, so it redirects where CommonMiddleware did.
+        for path_, target in (("/api/v1/online", "/api/v1/online/"), ("/admin", "/admin/")):
+            response = client.get(f"{path_}?a=1")
+            assert (response.status_code, response["Location"]) == (301, f"{target}?a=1")
 
     @override_settings(ROOT_URLCONF=__name__)
-    def test_a_crash_under_the_api_is_a_json_500(self, db):
+    def test_under_the_apps_prefix_json_404_and_the_sites_own_pages_elsewhere(self, client, db):
+        for url in ("/activity/api/v1/nothing-here/", "/activity/nothing-here", "/activity/users/a%2Fb/"):
+            response = client.get(url)
+            assert response.status_code == 404 and response.json() == {"detail": "Not found."}, url
+        assert client.get("/activity/api/v1/online")["Location"] == "/activity/api/v1/online/"
+        for url in ("/no-such-page/", "/activityx/"):
+            response = client.get(url)
+            assert response.status_code == 404 and response["Content-Type"].startswith("text/html"), url
+        assert client.get("/admin/")["Location"].startswith("/admin/login/")  # the admin untouched
+
+    @override_settings(ROOT_URLCONF=__name__, DATA_UPLOAD_MAX_NUMBER_FIELDS=10)
+    def test_a_request_an_app_view_finds_suspicious_is_a_json_400(self, staff_api):
+        query = "&".join(f"page={n}" for n in range(11))
+        response = staff_api.get(f"/activity/api/v1/reports/most-active/?{query}")
+        assert response.status_code == 400 and response.json() == {"detail": "Bad request."}
+
+    @override_settings(ROOT_URLCONF=__name__)
+    def test_a_crash_in_an_app_view_is_a_logged_json_500(self, db, caplog):
         client = Client(raise_request_exception=False)
-        response = client.get("/api/v1/crash/")
+        response = client.get("/activity/api/v1/crash/")
         assert response.status_code == 500
         assert response.json() == {"detail": "Server error."}
-        assert client.get("/crash/")["Content-Type"].startswith("text/html")
+        (traceback,) = [record for record in caplog.records if record.name == "activity.web.api"]
+        assert traceback.levelname == "ERROR" and traceback.exc_info[0] is RuntimeError
+        (logged,) = [record for record in caplog.records if record.name == "django.request"]
+        assert logged.levelname == "ERROR" and logged.status_code == 500  # as Django logs every 500
+        assert client.get("/crash/")["Content-Type"].startswith("text/html")  # the site's own page
 
 
 class TestDocument:

@@ -50,6 +50,8 @@ def test_the_example_project_passes_every_check():
         ("ACTIVITY_SESSION_MAX_PAGES", 0, "at least 1"),
         ("ACTIVITY_REDIS_TIMEOUT", "-1", "at least 0.001"),
         ("ACTIVITY_LAST_SEEN_PARTITIONS", "1.5", "invalid literal"),
+        ("ACTIVITY_THROTTLE_RATES", {"anon": "many"}, "not a rate such as '120/min'"),
+        ("ACTIVITY_THROTTLE_RATES", '{"anon": "1/min",}', "Expecting property name"),
     ],
 )
 def test_a_setting_of_the_wrong_type_or_below_its_minimum_is_an_error_naming_it(name, value, reason):
@@ -60,8 +62,16 @@ def test_a_setting_of_the_wrong_type_or_below_its_minimum_is_an_error_naming_it(
 
 
 def test_every_public_setting_is_read_from_the_environment_by_the_example_project():
-    environment = {**os.environ, "ACTIVITY_ONLINE_WINDOW": "77", "ACTIVITY_TRUSTED_PROXIES": "10.0.0.0/8, 10.1.2.3"}
-    script = "from activity import conf; print(conf.settings.ONLINE_WINDOW, conf.settings.TRUSTED_PROXIES)"
+    environment = {
+        **os.environ,
+        "ACTIVITY_ONLINE_WINDOW": "77",
+        "ACTIVITY_TRUSTED_PROXIES": "10.0.0.0/8, 10.1.2.3",
+        "ACTIVITY_THROTTLE_RATES": '{"ingest": "50/s", "user": null}',  # JSON; the scopes not given keep theirs
+    }
+    script = (
+        "from activity import conf; "
+        "print(conf.settings.ONLINE_WINDOW, conf.settings.TRUSTED_PROXIES, conf.settings.THROTTLE_RATES)"
+    )
     found_values = subprocess.run(
         [sys.executable, "-c", f"import django; django.setup(); {script}"],
         env=environment,
@@ -70,7 +80,7 @@ def test_every_public_setting_is_read_from_the_environment_by_the_example_projec
         text=True,
         check=True,
     ).stdout.strip()
-    assert found_values == "77 ('10.0.0.0/8', '10.1.2.3')"
+    assert found_values == "77 ('10.0.0.0/8', '10.1.2.3') {'user': None, 'anon': '120/min', 'ingest': '50/s'}"
 
 
 @pytest.mark.parametrize(

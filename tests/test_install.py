@@ -3,10 +3,16 @@ beside a brand-new ``django-admin startproject`` site, follow the README's "Addi
 section word for word, migrate, record a page view through the middleware, read it back through
 the API, and run one flush.
 
+The site has a ``REST_FRAMEWORK`` of its own before it adopts the app, one the app must not depend
+on (``SITE_REST_FRAMEWORK``: anyone allowed, the browsable renderer first, pages of 2, no
+throttles), and the app's API still needs its permissions (401 and 403), answers JSON errors and
+its own page sizes, and throttles at its own rates.
+
 The section's Python blocks are appended to the file their first line names and its shell lines are
-run as written, in the site's directory, with the fresh virtualenv first on ``PATH``. The one thing
-the test adds is where pip finds the package: a constraint pointing ``django-redis-activity`` at the
-wheel just built (and Django at the version this suite runs on, so a Django 4.2 run installs 4.2).
+run as written, in the site's directory, with the fresh virtualenv first on ``PATH``. Besides that
+``REST_FRAMEWORK``, the one thing the test adds is where pip finds the package: a constraint
+pointing ``django-redis-activity`` at the wheel just built (and Django at the version this suite
+runs on, so a Django 4.2 run installs 4.2).
 The site reads ``REDIS_URL`` and ``ACTIVITY_KEY_PREFIX`` from the environment as the README's
 settings do, so it uses this run's Redis and key prefix. Needs PyPI (or a pip cache) for the
 dependencies: about a minute. Deselect with ``-m 'not install'``; CI runs it.
@@ -53,8 +59,24 @@ def run(command: str | list[str], cwd: Path, env: dict[str, str], timeout: float
     return result.stdout
 
 
-# Run in the site with the fresh virtualenv's Python: a signed-in staff user views a page, then reads
-# it back through the API with a token; what the test checks is printed as JSON.
+# What the site's settings say before it adopts the app: none of it may change the app's API.
+SITE_REST_FRAMEWORK = """
+REST_FRAMEWORK = {
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.BrowsableAPIRenderer",
+        "rest_framework.renderers.JSONRenderer",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 2,
+    "DEFAULT_THROTTLE_CLASSES": [],
+    "DEFAULT_THROTTLE_RATES": {},
+}
+"""
+
+# Run in the site with the fresh virtualenv's Python: a signed-in superuser views a page, then reads
+# it back through the API with a token; then the API as others see it, under the site's
+# REST_FRAMEWORK: what the test checks is printed as JSON.
 VISIT = """
 import json, os, time
 import django
@@ -76,6 +98,30 @@ deadline = time.monotonic() + 10  # the middleware's batch goes within tracking.
 while (session := api.get(f"/api/v1/users/{user.pk}/session/")).status_code == 404 and time.monotonic() < deadline:
     time.sleep(0.02)
 seen = api.get(f"/api/v1/users/{user.pk}/last-seen/")
+
+def answer(response):
+    return [response.status_code, response["Content-Type"], response.content.decode()[:200]]
+
+member = Client()
+member.force_login(get_user_model().objects.create_user("member"))
+browser_accept = "text/html,application/xhtml+xml,*/*;q=0.8"
+refused = {
+    "anonymous": answer(Client().get("/api/v1/online/", HTTP_ACCEPT=browser_accept)),
+    "member": answer(member.get("/api/v1/online/", HTTP_ACCEPT=browser_accept)),
+    "unknown path": answer(api.get("/api/v1/no-such-route/")),
+}
+views = [{"user": "walker", "path": f"/p{n}"} for n in range(3)]
+ingested = api.post("/api/v1/events/", {"events": views}, content_type="application/json").status_code
+walker = api.get("/api/v1/users/walker/session/").json()
+document = api.get("/api/v1/schema/?format=json").json()
+
+from activity import clock  # a fixed moment mid-minute: the 121 requests share one window
+moment = time.time()
+moment += 30 - moment % 60
+clock.now = lambda: moment
+stranger = Client(REMOTE_ADDR="203.0.113.9")
+codes = [stranger.get("/api/v1/stats/").status_code for _ in range(121)]
+throttled = stranger.get("/api/v1/stats/")
 print(json.dumps({
     "pk": str(user.pk),
     "page": page.status_code,
@@ -83,6 +129,10 @@ print(json.dumps({
     "last_seen": [seen.status_code, seen.json()],
     "app_from": activity.__file__,
     "tasks": sorted(name for name in current_app.tasks if name.startswith("activity.")),
+    "refused": refused,
+    "pages": [ingested, walker["count"], len(walker["results"]), walker["next"]],
+    "x-permission": document["paths"]["/api/v1/stats/"]["get"].get("x-permission"),
+    "throttle": [codes.count(401), codes[-1], answer(throttled), throttled.get("Retry-After")],
 }))
 """
 
@@ -120,6 +170,8 @@ def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, redis_client
     site = tmp_path / "site"
     site.mkdir()
     run(["django-admin", "startproject", SITE, str(site)], tmp_path, env)
+    with (site / SITE / "settings.py").open("a") as file:
+        file.write(SITE_REST_FRAMEWORK)
 
     steps = readme_steps()
     assert [language for language, _ in steps] == ["sh", "python", "python", "python", "python", "sh"]
@@ -144,10 +196,24 @@ def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, redis_client
     assert {"activity.flush", "activity.prune", "activity.sweep", "activity.rollup_day"} <= set(found["tasks"])
     assert redis_client.exists(f"{os.environ['ACTIVITY_KEY_PREFIX']}{{ls}}:seen")  # this run's Redis and prefix
 
+    # The site's REST_FRAMEWORK changed nothing: permissions, JSON errors, page sizes, throttles.
+    refused = found["refused"]
+    assert [refused[who][0] for who in ("anonymous", "member", "unknown path")] == [401, 403, 404]
+    for status, content_type, body in refused.values():
+        assert content_type == "application/json" and json.loads(body)["detail"], (status, body)
+    assert found["pages"] == [202, 3, 3, None]  # the session's own page size (20), not the site's 2
+    assert found["x-permission"] == "activity.view_activity"
+    unauthorized, last, (status, content_type, body), retry_after = found["throttle"]
+    assert (unauthorized, last, status) == (120, 429, 429)  # anonymous: 120 a minute, then refused
+    assert content_type == "application/json" and "throttled" in json.loads(body)["detail"]
+    assert 0 < int(retry_after) <= 30
+
     out = run(["python", "manage.py", "activity_flush"], site, env)
-    assert out.strip().startswith("activity_flush: 1 row written in 1 batch;")
+    assert out.strip().startswith("activity_flush: 2 rows written in 1 batch;")  # the adopter, and walker
     with sqlite3.connect(site / "db.sqlite3") as db:
-        rows = db.execute("SELECT user_id, account_id, last_seen FROM activity_useractivity").fetchall()
-    assert [(user_id, str(account)) for user_id, account, _ in rows] == [(found["pk"], found["pk"])]
+        rows = db.execute(
+            "SELECT user_id, account_id, last_seen FROM activity_useractivity ORDER BY user_id"
+        ).fetchall()
+    assert [(user_id, str(account)) for user_id, account, _ in rows] == [(found["pk"], found["pk"]), ("walker", "None")]
     flushed = dt.datetime.fromisoformat(rows[0][2]).replace(tzinfo=dt.UTC).timestamp()
     assert seen["ts"] <= flushed < seen["ts"] + 60  # the API read itself is the user's latest activity

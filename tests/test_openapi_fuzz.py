@@ -1,8 +1,9 @@
-"""Schemathesis against the live OpenAPI document, through the WSGI app, as a staff user and as a
-plain user (DRF tokens): every check, every phase (examples, which the document has none of,
-coverage, fuzzing, and stateful over the links schemathesis infers), seeded and deterministic, a
-bounded number of examples per operation. The document must describe the API exactly: no 500, no
-undocumented status or header, no schema-valid request refused, no schema-violating one accepted."""
+"""Schemathesis against the live OpenAPI document, through the WSGI app, as a staff user holding the
+app's permissions and as a plain user (DRF tokens): every check, every phase (examples, which the
+document has none of, coverage, fuzzing, and stateful over the links schemathesis infers), seeded
+and deterministic, a bounded number of examples per operation. The document must describe the API
+exactly: no 500, no undocumented status or header, no schema-valid request refused, no
+schema-violating one accepted."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from activity.events import MAX_PATH_LENGTH, MIN_TS, Event
 from activity.services import ingest
 from activity.web.api.pagination import CURSOR_PATTERN, MAX_CURSOR_LENGTH, encode_cursor
 from project.wsgi import application
+from tests.conftest import with_permissions
 
 SCHEMA_URL = "/api/v1/schema/?format=json"
 NEXT_PAGES, WALKED_FROM = "/api/v1/pages/next/", "/fuzz/from"
@@ -109,9 +111,11 @@ def wsgi_probes_without_socket_options(monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("is_staff", [True, False], ids=["staff", "plain-user"])
-def test_schemathesis_finds_nothing(is_staff, wsgi_probes_without_socket_options, redis_client):
-    user = get_user_model().objects.create_user("fuzz", is_staff=is_staff)
+@pytest.mark.parametrize("permitted", [True, False], ids=["staff-with-the-permissions", "plain-user"])
+def test_schemathesis_finds_nothing(permitted, wsgi_probes_without_socket_options, redis_client):
+    user = get_user_model().objects.create_user("fuzz", is_staff=permitted)
+    if permitted:
+        user = with_permissions(user)
     ingest.record_events([Event("walker", clock.now(), WALKED_FROM), Event("walker", clock.now(), "/fuzz/to")])
     problems, cases = run_schemathesis(Token.objects.create(user=user).key)
     assert cases > 100

@@ -107,7 +107,9 @@ def test_an_erase_takes_the_users_throttle_counters_too(member, member_api, staf
     assert_no_trace(str(member.pk), tables=False)
 
 
-def test_api_delete_needs_staff_validates_and_404s_the_unknown(member, member_api, staff_api, redis_client):
+def test_api_delete_needs_the_erase_permission_validates_and_404s_the_unknown(
+    member, member_api, staff_api, redis_client
+):
     seed(GONE)
     assert APIClient().delete(f"/api/v1/users/{GONE}/activity/").status_code == 401
     assert member_api.delete(f"/api/v1/users/{GONE}/activity/").status_code == 403
@@ -135,7 +137,7 @@ def test_management_command_erases_and_refuses_bad_or_unknown_ids_before_anythin
     assert_no_trace("other-user")
 
 
-def test_admin_action_erases_the_selected_users_once_confirmed_for_staff_with_the_delete_permission(
+def test_admin_action_erases_the_selected_users_once_confirmed_for_staff_with_the_erase_permission(
     admin_client, redis_client
 ):
     seed(GONE)
@@ -154,10 +156,10 @@ def test_admin_action_erases_the_selected_users_once_confirmed_for_staff_with_th
     assert UserActivity.objects.filter(user_id="keep-me").exists()
 
     clerk = get_user_model().objects.create_user("clerk", is_staff=True)
-    clerk.user_permissions.add(Permission.objects.get(codename="view_useractivity"))
+    clerk.user_permissions.add(Permission.objects.get(codename="view_activity"))
     browser = type(admin_client)()
     browser.force_login(clerk)
-    assert "erase_activity" not in browser.get(url).content.decode()  # no delete permission: no action
+    assert "erase_activity" not in browser.get(url).content.decode()  # no erase permission: no action
     browser.post(url, {"action": "erase_activity", "_selected_action": ["keep-me"], "post": "yes"})
     assert UserActivity.objects.filter(user_id="keep-me").exists()
 
@@ -339,9 +341,15 @@ def test_export_permissions_and_bad_input(member, member_api, staff_api, redis_c
     assert staff_api.get(f"/api/v1/users/{GONE}/activity/export/").json()["active_days"] is None  # an HLL id
     assert staff_api.get("/api/v1/users/a*b/activity/export/").status_code == 400
     assert staff_api.get("/api/v1/users/never-seen/activity/export/").status_code == 404
-    assert member_api.get(f"/api/v1/users/{member.pk}/activity/export/").status_code == 200  # a user, no data
+    own = f"/api/v1/users/{member.pk}/activity/export/"
+    assert member_api.get(own).status_code == 404  # a Django account, but no activity: nothing stored
+    seed(str(member.pk))
+    assert member_api.get(own).status_code == 200
     privacy.erase(GONE)
-    assert staff_api.get(f"/api/v1/users/{GONE}/activity/export/").status_code == 404
+    erased = staff_api.get(f"/api/v1/users/{GONE}/activity/export/")
+    assert erased.status_code == 404 and erased.json() == {"detail": "No activity of this user is stored."}
+    privacy.erase(str(member.pk))  # an erased Django user keeps the account: still nothing stored
+    assert member_api.get(own).status_code == 404
 
 
 def test_the_openapi_document_describes_both_operations(staff_api):

@@ -22,6 +22,7 @@ from activity.services.tracking import batches, fail_open
 from activity.store import keys
 from activity.web.api import authentication
 from project.redis_server import free_port
+from tests.conftest import with_permissions
 from tests.redis_counts import CommandDelta
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +35,7 @@ def round_trips() -> float:
 
 @pytest.fixture
 def machine():
-    user = get_user_model().objects.create_user("machine", is_staff=True)
+    user = with_permissions(get_user_model().objects.create_user("machine", is_staff=True))
     api = APIClient()
     token = Token.objects.create(user=user)
     api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
@@ -42,9 +43,8 @@ def machine():
 
 
 def rates(**overrides: str) -> override_settings:
-    framework = {**settings.REST_FRAMEWORK}
-    framework["DEFAULT_THROTTLE_RATES"] = {**framework["DEFAULT_THROTTLE_RATES"], **overrides}
-    return override_settings(REST_FRAMEWORK=framework)
+    """The default rates, with ``overrides``'s scopes in their place."""
+    return override_settings(ACTIVITY_THROTTLE_RATES=overrides)
 
 
 def post(api: APIClient, events: list[dict]) -> object:
@@ -201,7 +201,7 @@ def test_throttle_count_of_a_request_that_sends_nothing_still_goes_in_one_round_
     assert [redis_client.get(key) for key in redis_client.scan_iter(f"{settings.ACTIVITY_KEY_PREFIX}rate:*")] == ["1"]
 
 
-def test_metrics_are_staff_only_and_count_what_happened(machine, member_api, redis_client):
+def test_metrics_need_the_view_permission_and_count_what_happened(machine, member_api, redis_client):
     api = machine[2]
     post(api, [{"user": "a"}, {"user": "b"}])
     post(api, [{"user": "a"}, {"user": "bad id!"}])

@@ -19,6 +19,7 @@ from activity.services import audience, last_seen, sessions, tracking, traffic
 from activity.services.tracking import batches, fail_open
 from activity.store import keys
 from project.redis_server import free_port
+from tests.conftest import with_permissions
 from tests.redis_counts import CommandDelta
 from tests.test_commands import subprocess_env
 from tests.test_request_path import round_trips
@@ -112,7 +113,7 @@ def test_bots_in_a_batch_are_counted_one_per_request(redis_client, monkeypatch):
 def test_an_api_callers_activity_joins_the_batches_once_its_request_succeeded(redis_client, monkeypatch):
     """The request's own round trip carries only its work; the throttle's counts, the caller's last
     seen and machine-traffic count wait in the batches, and a refused request's activity never joins."""
-    user = get_user_model().objects.create_user("machine", is_staff=True)
+    user = with_permissions(get_user_model().objects.create_user("machine", is_staff=True))
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
     day = keys.traffic(day_name(day_of(clock.now())))

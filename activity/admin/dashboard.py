@@ -1,6 +1,6 @@
 """The activity dashboard: a ModelAdmin of the ``Dashboard`` proxy model, so it lives in the site's
 own admin, behind ``admin_view`` (staff only). The page and its live panel need
-``activity.view_dashboard``, the flush and rebuild actions ``activity.run_jobs``."""
+``activity.view_activity``, the flush and rebuild actions ``activity.run_jobs``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_POST
 from kombu.exceptions import OperationalError
 
+from activity import permissions
 from activity.admin import charts, figures
 from activity.admin.rows import ReadOnlyAdmin
 from activity.calendar import utc
@@ -26,8 +27,6 @@ from activity.models import Dashboard
 from activity.services import reports
 
 PANEL_TEMPLATE = "admin/activity/dashboard_panel.html"
-VIEW_PERMISSION = "activity.view_dashboard"
-RUN_PERMISSION = "activity.run_jobs"
 REFRESH_S = 5.0  # seconds between the page's live refreshes
 
 
@@ -65,9 +64,6 @@ def panel_context() -> dict[str, Any]:
 class DashboardAdmin(ReadOnlyAdmin):
     """The dashboard page as the model's changelist, plus the panel and the two actions."""
 
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.has_perm(VIEW_PERMISSION)
-
     def get_urls(self) -> list[URLPattern]:
         site, page = self.admin_site, self.admin_site.admin_view(self.changelist_view)
         return [
@@ -79,7 +75,7 @@ class DashboardAdmin(ReadOnlyAdmin):
         ]
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> TemplateResponse:
-        require(request, VIEW_PERMISSION)
+        require(request, permissions.VIEW)
         context = {
             **self.admin_site.each_context(request),
             **panel_context(),
@@ -87,14 +83,14 @@ class DashboardAdmin(ReadOnlyAdmin):
             "opts": self.model._meta,
             "refresh_ms": int(REFRESH_S * 1000),
             "rebuild_form": RebuildReportForm(initial={"report": "most-active", "period": "day"}),
-            "can_run_jobs": request.user.has_perm(RUN_PERMISSION),
+            "can_run_jobs": request.user.has_perm(permissions.RUN_JOBS),
         }
         return TemplateResponse(request, "admin/activity/dashboard.html", context)
 
     def panel_view(self, request: HttpRequest) -> JsonResponse:
         """The live part of the page for its refresh script: JSON, not HTML, so the poll counts as the
         staff user's activity but not as a page view."""
-        require(request, VIEW_PERMISSION)
+        require(request, permissions.VIEW)
         return JsonResponse({"html": render_to_string(PANEL_TEMPLATE, panel_context(), request)})
 
     @staticmethod
@@ -109,13 +105,13 @@ class DashboardAdmin(ReadOnlyAdmin):
 
     @method_decorator(require_POST)
     def flush_view(self, request: HttpRequest) -> HttpResponse:
-        require(request, RUN_PERMISSION)
+        require(request, permissions.RUN_JOBS)
         self.queue(request, "activity.flush", "Flush of last-seen changes to the database")
         return redirect(f"{self.admin_site.name}:activity-dashboard")
 
     @method_decorator(require_POST)
     def rebuild_view(self, request: HttpRequest) -> HttpResponse:
-        require(request, RUN_PERMISSION)
+        require(request, permissions.RUN_JOBS)
         form = RebuildReportForm(request.POST)
         if form.is_valid():
             name, period = form.cleaned_data["report"], form.cleaned_data["period"]

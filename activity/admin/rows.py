@@ -15,7 +15,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
-from activity import clock, conf
+from activity import clock, conf, permissions
 from activity.calendar import midnight, today, utc, week_days
 from activity.errors import StoreUnavailable
 from activity.models import DailyRollup, UserActivity
@@ -67,7 +67,11 @@ class LiveChangeList(ChangeList):
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows only the jobs write: staff with the view permission see them, nobody edits them here."""
+    """Rows only the jobs write: staff with ``activity.view_activity`` see them (the permission the
+    API's reads need), nobody edits them here."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(permissions.VIEW)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -94,7 +98,7 @@ class UserActivityAdmin(ReadOnlyAdmin):
     actions = ["erase_activity"]
 
     def has_erase_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("activity.delete_useractivity")
+        return request.user.has_perm(permissions.ERASE)
 
     @admin.action(description="Erase the selected users' activity everywhere", permissions=["erase"])
     def erase_activity(self, request: HttpRequest, queryset: QuerySet) -> TemplateResponse | None:

@@ -143,14 +143,30 @@ def _day(number: int | None) -> str | None:
     return None if number is None else (calendar.EPOCH + timedelta(days=number)).isoformat()
 
 
+def _holds_activity(found: store.Footprint) -> bool:
+    """Whether Redis holds any of the user's activity; a tombstone is none (an erased user's id)."""
+    return bool(
+        found.last_seen is not None
+        or found.unflushed_since is not None
+        or found.claimed_at is not None
+        or found.session
+        or found.display_name is not None
+        or found.former_names
+        or found.page_views
+        or found.groups
+        or found.active_days
+        or found.first_visit_day is not None
+    )
+
+
 def export(user: str) -> dict[str, Any] | None:
     """Everything stored about ``user`` (the body of ``GET /api/v1/users/<user>/activity/export/``),
-    or None when nothing is. One Redis round trip and one query."""
+    or None when none of their activity is, as for a user never seen or erased (a Django account
+    alone is not activity). One Redis round trip and one query."""
     now = clock.now()
     found = store.footprint(get_client(), _where(user, now))
     row = UserActivity.objects.filter(user_id=user).first()
-    stored = found.last_seen is not None or found.session or found.page_views or row is not None
-    if not stored and account(user) is None:
+    if row is None and not _holds_activity(found):
         return None
     seen = found.last_seen
     return {

@@ -12,9 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rest_framework.settings import api_settings
-
-from activity import clock
+from activity import clock, conf
 from activity.expiring import ExpiringCache
 from activity.store import rate_limits as store
 from activity.store.client import get_client
@@ -25,8 +23,8 @@ UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def rate_of(scope: str) -> tuple[int, int] | None:
-    """The scope's (requests, window seconds) from DRF's ``DEFAULT_THROTTLE_RATES``; None: unlimited."""
-    text = api_settings.DEFAULT_THROTTLE_RATES.get(scope)
+    """The scope's (requests, window seconds) from ``ACTIVITY_THROTTLE_RATES``; None: unlimited."""
+    text = conf.settings.THROTTLE_RATES.get(scope)
     return None if text is None else _parsed(text)
 
 
@@ -51,7 +49,7 @@ def user_counters(user: str) -> list[str]:
     counter outlives its window by a second). For an erase."""
     now, ident = clock.now(), user_ident(user)
     found = []
-    for scope in api_settings.DEFAULT_THROTTLE_RATES:
+    for scope in conf.settings.THROTTLE_RATES:
         rate = rate_of(scope)
         if rate is None:
             continue
@@ -86,18 +84,32 @@ _unsent: ExpiringCache[int] = ExpiringCache(MAX_WINDOWS)  # admitted here, not y
 _total: ExpiringCache[int] = ExpiringCache(MAX_WINDOWS)  # the window's total as Redis last answered
 
 
+def _current(scope: str, ident: str, duration: int) -> tuple[Window, float]:
+    """``ident``'s window of ``scope`` now, and the seconds left in it."""
+    now = clock.now()
+    number, ends = store.window_of(now, duration)
+    return Window(scope, ident, number, duration), ends - now
+
+
 def hit(scope: str, ident: str, limit: int, duration: int) -> Decision:
     """Admit one request unless its window's count, as this process knows it, has reached ``limit``;
     an admitted one is counted here at once, and is for the caller to ``send``."""
-    now = clock.now()
-    number, ends = store.window_of(now, duration)
-    window = Window(scope, ident, number, duration)
+    window, left = _current(scope, ident, duration)
     with _lock:
         unsent = _unsent.get(window) or 0
         if (_total.get(window) or 0) + unsent >= limit:
-            return Decision(allowed=False, retry_after=ends - now, window=None)
-        _unsent.put(window, unsent + 1, ends)
+            return Decision(allowed=False, retry_after=left, window=None)
+        _unsent.put(window, unsent + 1, window.ends)
     return Decision(allowed=True, retry_after=0.0, window=window)
+
+
+def refusal(scope: str, ident: str, limit: int, duration: int) -> float | None:
+    """Seconds until ``ident``'s window ends when its count, as this process knows it, has reached
+    ``limit`` (a request now would be refused); None when it has not. Counts nothing."""
+    window, left = _current(scope, ident, duration)
+    with _lock:
+        full = (_total.get(window) or 0) + (_unsent.get(window) or 0) >= limit
+    return left if full else None
 
 
 def send(windows: Sequence[Window]) -> None:

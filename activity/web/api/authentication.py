@@ -1,6 +1,8 @@
 """Token authentication without a database query per request: DRF's reads the token and its user
 each time, which would make the database the bottleneck of machine ingest. A process keeps them
-``TOKEN_CACHE_TTL`` seconds, so a deleted token or a changed user reaches other processes that late."""
+``TOKEN_CACHE_TTL`` seconds, so a deleted token or a changed user (or its permissions) reaches other
+processes that late. A failed authentication counts as an anonymous request of the client's address,
+and an address over that limit is refused before its token is looked up (``web.api.throttles``)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,12 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
 
 from activity import clock
 from activity.expiring import ExpiringCache
+from activity.web.api import throttles
 
 MAX_TOKENS = 10_000  # tokens remembered per process (the least recently used forgotten)
 TOKEN_CACHE_TTL = 30  # seconds a process keeps a token and its user after reading them
@@ -25,9 +30,18 @@ class CachedTokenAuthentication(TokenAuthentication):
     """``Authorization: Token <key>``, read from the database at most once per ``TOKEN_CACHE_TTL``
     per process."""
 
+    def authenticate(self, request: Request) -> tuple[Any, Token] | None:
+        self.request = request  # for the throttle, asked before a lookup
+        try:
+            return super().authenticate(request)
+        except AuthenticationFailed:
+            throttles.count_unauthenticated(request)  # Throttled (429) once the address is over
+            raise
+
     def authenticate_credentials(self, key: str) -> tuple[Any, Token]:
         found = tokens.get(key)
         if found is None:
+            throttles.refuse_over_limit(self.request)
             found = super().authenticate_credentials(key)  # raises AuthenticationFailed when unknown
             tokens.put(key, found, clock.now() + TOKEN_CACHE_TTL)
         return found

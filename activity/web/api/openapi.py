@@ -1,12 +1,47 @@
-"""The error answers of the OpenAPI document: every status an operation can give besides its success,
-with its JSON shape and headers, so clients (and schemathesis) can rely on the document."""
+"""The OpenAPI document's own parts: the schema class of the app's views, which names each
+operation's permission, and the error answers, every status an operation can give besides its
+success, with its JSON shape and headers, so clients (and schemathesis) can rely on the document."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
+
+from activity.web.api.permissions import HasPermission
+
+
+class ServiceSchema(AutoSchema):
+    """drf-spectacular's, with each operation's permission as ``x-permission`` (and
+    ``x-permission-self: true`` where the user named in the URL needs none), read from the view's
+    permission classes, so the document cannot drift from what the view checks."""
+
+    def get_extensions(self) -> dict[str, Any]:
+        found = dict(super().get_extensions())
+        for permission in self.view.get_permissions():
+            if isinstance(permission, HasPermission):
+                found["x-permission"] = permission.permission
+                if permission.or_self:
+                    found["x-permission-self"] = True
+        return found
+
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def operation(**kwargs: Any) -> Callable[[Method], Method]:
+    """``extend_schema`` for a method of the app's views, built on ``ServiceSchema``: left alone,
+    ``extend_schema`` builds on the site's ``DEFAULT_SCHEMA_CLASS``, which need not be drf-spectacular's
+    (DRF's own is the default), but it builds on a schema the method names first."""
+
+    def decorate(method: Method) -> Method:
+        method.schema = ServiceSchema  # type: ignore[attr-defined]
+        return extend_schema(**kwargs)(method)
+
+    return decorate
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -32,7 +67,7 @@ DESCRIPTIONS = {
     400: "Invalid input: {field: [reasons]} (nested by event index for a batch), or {detail} for a body "
     "that is not JSON. Nothing was written.",
     401: "No credentials, or invalid ones.",
-    403: "Authenticated, but not allowed (staff only, or another user's data).",
+    403: "Authenticated, but without the operation's permission (x-permission), or another user's data.",
     404: "Not found, or a page past the last one.",
     406: "The Accept header allows no JSON.",
     413: "The body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE.",

@@ -1,23 +1,55 @@
-"""Who may do what (docs/api.md): staff everything, users their own data, ingest by permission."""
+"""Who may call what (docs/api.md): each operation needs one of the app's named permissions
+(``activity.permissions``), the same its admin counterpart needs; ``is_staff`` grants none. A
+signed-in user reads their own last seen, session, recommendations and export without any."""
+
+from __future__ import annotations
+
+from typing import Any
 
 from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+
+from activity import permissions
 
 
-class CanIngest(BasePermission):
-    message = "Ingest needs a staff user or the permission activity.ingest_events."
+class HasPermission(BasePermission):
+    """Signed in with ``permission`` (a superuser has every one); with ``or_self``, also the user
+    named in the URL (the ``user`` argument), checked first, so reading one's own data costs no query."""
 
-    def has_permission(self, request, view) -> bool:
-        user = request.user
-        return bool(user and user.is_authenticated and (user.is_staff or user.has_perm("activity.ingest_events")))
+    permission = ""
+    or_self = False
 
+    @property
+    def message(self) -> str:
+        if self.or_self:
+            return f"Another user's activity needs the permission {self.permission}."
+        return f"This needs the permission {self.permission}."
 
-class IsStaffOrSelf(BasePermission):
-    """Staff read anyone's data; a user reads only their own (the ``user`` URL argument)."""
-
-    message = "You may only read your own activity."
-
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: Any) -> bool:
         user = request.user
         if not (user and user.is_authenticated):
             return False
-        return user.is_staff or str(user.pk) == view.kwargs.get("user")
+        if self.or_self and str(user.pk) == view.kwargs.get("user"):
+            return True
+        return user.has_perm(self.permission)
+
+
+class CanView(HasPermission):
+    permission = permissions.VIEW
+
+
+class CanViewOrSelf(CanView):
+    or_self = True
+
+
+class CanExportOrSelf(HasPermission):
+    permission = permissions.EXPORT
+    or_self = True
+
+
+class CanErase(HasPermission):
+    permission = permissions.ERASE
+
+
+class CanIngest(HasPermission):
+    permission = permissions.INGEST

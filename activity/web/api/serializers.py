@@ -10,7 +10,6 @@ from django.core.validators import RegexValidator
 from django.http import QueryDict
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from rest_framework.settings import api_settings
 
 from activity import conf
 from activity.errors import InvalidBatch, InvalidValue
@@ -38,6 +37,7 @@ MAX_PAGE = 1_000_000
 MAX_PAGE_SIZE = 500
 MAX_GROUP_ID = 2**63 - 1
 INTEGER_RE = re.compile(r"0|[1-9][0-9]*")
+NON_FIELD_ERRORS = "non_field_errors"  # DRF's default key, whatever the site's NON_FIELD_ERRORS_KEY
 
 
 class _CleanedField(serializers.Field):
@@ -126,7 +126,7 @@ def clean_batch(data: Any) -> list[Event]:
     building its fields on every request."""
     if not isinstance(data, Mapping):
         message = serializers.Serializer.default_error_messages["invalid"].format(datatype=type(data).__name__)
-        raise serializers.ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [message]}, code="invalid")
+        raise serializers.ValidationError({NON_FIELD_ERRORS: [message]}, code="invalid")
     if "events" not in data:
         raise serializers.ValidationError({"events": [REQUIRED]}, code="required")
     if data["events"] is None:

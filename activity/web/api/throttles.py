@@ -1,12 +1,15 @@
-"""DRF throttles on the service's own counters (``services.rate_limits``): O(1) state per client
-and no Redis command on the request's path. Unlike DRF's, ``X-Forwarded-For`` is believed only from
-``ACTIVITY_TRUSTED_PROXIES``, so a client rotating the header is not a new client each time."""
+"""DRF throttles on the service's own counters (``services.rate_limits``) at the rates of
+``ACTIVITY_THROTTLE_RATES``: O(1) state per client and no Redis command on the request's path.
+Unlike DRF's, ``X-Forwarded-For`` is believed only from ``ACTIVITY_TRUSTED_PROXIES``, so a client
+rotating the header is not a new client each time. Every request that ends unauthenticated, a failed
+authentication included, counts in the ``anon`` scope by address (``count_unauthenticated``)."""
 
 from __future__ import annotations
 
 import ipaddress
 from typing import Any
 
+from rest_framework.exceptions import Throttled
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
@@ -47,13 +50,15 @@ def client_address(request: Request) -> str:
     return str(client)
 
 
+def address_ident(request: Request) -> str:
+    """How a client without a user is counted: by its address."""
+    return f"ip:{client_address(request)}"
+
+
 class FixedWindowThrottle(BaseThrottle):
-    """A rate from ``DEFAULT_THROTTLE_RATES[scope]``, counted per client in a fixed window."""
+    """A rate from ``ACTIVITY_THROTTLE_RATES[scope]``, counted per client in a fixed window."""
 
     scope = ""
-
-    def rate(self, view: Any) -> tuple[int, int] | None:
-        return rate_limits.rate_of(self.scope_of(view))
 
     def scope_of(self, view: Any) -> str:
         return self.scope
@@ -62,13 +67,17 @@ class FixedWindowThrottle(BaseThrottle):
         """Who is counted: the user when signed in, else the client address; None: not throttled."""
         if request.user and request.user.is_authenticated:
             return rate_limits.user_ident(str(request.user.pk))
-        return f"ip:{client_address(request)}"
+        return address_ident(request)
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        rate, ident = self.rate(view), self.ident(request)
+        return self.admit(self.scope_of(view), self.ident(request))
+
+    def admit(self, scope: str, ident: str | None) -> bool:
+        """Count one request of ``ident`` in ``scope``, unless its window is full (then False)."""
+        rate = rate_limits.rate_of(scope)
         if rate is None or ident is None:
             return True
-        decision = rate_limits.hit(self.scope_of(view), ident, *rate)
+        decision = rate_limits.hit(scope, ident, *rate)
         self._wait = decision.retry_after
         if decision.window is not None:
             tracking.record(decision.window)  # the count goes to Redis with the process's batches
@@ -105,3 +114,20 @@ class ScopedRateThrottle(FixedWindowThrottle):
 
     def scope_of(self, view: Any) -> str:
         return getattr(view, "throttle_scope", "")
+
+
+def count_unauthenticated(request: Request) -> None:
+    """Count one request that ends unauthenticated (anonymous on a view that needs a user, or with
+    credentials that failed) in the ``anon`` scope of its address; ``Throttled`` once that is full."""
+    throttle = AnonRateThrottle()
+    if not throttle.admit(throttle.scope, address_ident(request)):
+        raise Throttled(throttle.wait())
+
+
+def refuse_over_limit(request: Request) -> None:
+    """``Throttled`` when the client's address has used up its ``anon`` window already: asked before a
+    credential is looked up, so a client retrying bad tokens costs no database query. Counts nothing."""
+    rate = rate_limits.rate_of(AnonRateThrottle.scope)
+    wait = None if rate is None else rate_limits.refusal(AnonRateThrottle.scope, address_ident(request), *rate)
+    if wait is not None:
+        raise Throttled(wait)

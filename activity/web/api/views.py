@@ -5,7 +5,6 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -15,9 +14,9 @@ from activity.events import USER_ID_PATTERN, clean_user, iso
 from activity.schedule import REPORT_REFRESH_INTERVAL
 from activity.services import audience, groups, health, ingest, last_seen, privacy, recommendations, reports, sessions
 from activity.web.api import serializers as s
-from activity.web.api.openapi import HEADERS, responses
+from activity.web.api.openapi import HEADERS, operation, responses
 from activity.web.api.pagination import next_link, page_links
-from activity.web.api.permissions import CanIngest, IsStaffOrSelf
+from activity.web.api.permissions import CanErase, CanExportOrSelf, CanIngest, CanView, CanViewOrSelf
 from activity.web.api.renderers import PrometheusRenderer
 from activity.web.api.service_view import ServiceView
 from activity.web.api.throttles import ScopedRateThrottle
@@ -40,7 +39,7 @@ class EventsView(ServiceView):
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "ingest"
 
-    @extend_schema(
+    @operation(
         request=s.EventBatchSerializer,
         parameters=HEADERS,
         responses=responses({202: s.IngestResultSerializer}, 400, 413, 415),
@@ -54,9 +53,9 @@ class EventsView(ServiceView):
 
 
 class LastSeenView(ServiceView):
-    permission_classes = [IsStaffOrSelf]
+    permission_classes = [CanViewOrSelf]
 
-    @extend_schema(parameters=[USER_PARAMETER, *HEADERS], responses=responses({200: s.LastSeenSerializer}, 400, 404))
+    @operation(parameters=[USER_PARAMETER, *HEADERS], responses=responses({200: s.LastSeenSerializer}, 400, 404))
     def get(self, request: Request, user: str) -> Response:
         seen = last_seen.get(user_from_url(user))
         if seen is None:
@@ -65,11 +64,9 @@ class LastSeenView(ServiceView):
 
 
 class OnlineView(ServiceView):
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
 
-    @extend_schema(
-        parameters=[s.OnlineQuerySerializer, *HEADERS], responses=responses({200: s.OnlinePageSerializer}, 400)
-    )
+    @operation(parameters=[s.OnlineQuerySerializer, *HEADERS], responses=responses({200: s.OnlinePageSerializer}, 400))
     def get(self, request: Request) -> Response:
         query = s.OnlineQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -89,17 +86,17 @@ class OnlineView(ServiceView):
 class StatsView(ServiceView):
     """Audience figures in one Redis round trip (see activity.services.audience.stats)."""
 
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
 
-    @extend_schema(parameters=HEADERS, responses=responses({200: s.StatsSerializer}))
+    @operation(parameters=HEADERS, responses=responses({200: s.StatsSerializer}))
     def get(self, request: Request) -> Response:
         return Response(audience.stats().as_api())
 
 
 class SessionView(ServiceView):
-    permission_classes = [IsStaffOrSelf]
+    permission_classes = [CanViewOrSelf]
 
-    @extend_schema(
+    @operation(
         parameters=[USER_PARAMETER, s.SessionQuerySerializer, *HEADERS],
         responses=responses({200: s.SessionPageSerializer}, 400, 404),
     )
@@ -125,18 +122,18 @@ class SessionView(ServiceView):
 
 
 class ReportListView(ServiceView):
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
 
-    @extend_schema(operation_id="reports_list", parameters=HEADERS, responses=responses({200: s.ReportListSerializer}))
+    @operation(operation_id="reports_list", parameters=HEADERS, responses=responses({200: s.ReportListSerializer}))
     def get(self, request: Request) -> Response:
         found = [{"name": name, "description": text} for name, text in reports.catalogue()]
         return Response({"count": len(found), "results": found})
 
 
 class ReportView(ServiceView):
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
 
-    @extend_schema(
+    @operation(
         parameters=[
             OpenApiParameter("name", str, OpenApiParameter.PATH, enum=list(reports.REGISTRY)),
             s.ReportQuerySerializer,
@@ -190,9 +187,9 @@ def group_from_url(value: str) -> int:
 class GroupMembersView(ServiceView):
     """Members of a Django auth group, most recently seen first, never-seen members last."""
 
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
 
-    @extend_schema(
+    @operation(
         parameters=[
             OpenApiParameter(
                 "group_id", {"type": "integer", "minimum": 1, "maximum": s.MAX_GROUP_ID}, OpenApiParameter.PATH
@@ -220,9 +217,9 @@ class GroupMembersView(ServiceView):
 class RecommendationsView(ServiceView):
     """The pages most often visited next after the user's latest pages (see activity.services.recommendations)."""
 
-    permission_classes = [IsStaffOrSelf]
+    permission_classes = [CanViewOrSelf]
 
-    @extend_schema(
+    @operation(
         parameters=[USER_PARAMETER, s.RecommendationsQuerySerializer, *HEADERS],
         responses=responses({200: s.RecommendationsSerializer}, 400, 404),
         description="Best first; pages already in the session are left out. No live session: 200 with no "
@@ -239,9 +236,9 @@ class RecommendationsView(ServiceView):
 class NextPagesView(ServiceView):
     """Distinct random picks among the pages that followed a page, weighted by how often each did."""
 
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
 
-    @extend_schema(
+    @operation(
         parameters=[
             s.NextPagesQuerySerializer,
             OpenApiParameter(
@@ -264,9 +261,10 @@ class NextPagesView(ServiceView):
 
 @extend_schema(exclude=True)
 class MetricsView(ServiceView):
-    """``GET /metrics`` for Prometheus, staff only (a scraper signs in with a staff user's token)."""
+    """``GET /metrics`` for Prometheus (a scraper signs in with the token of a user holding
+    ``activity.view_activity``); its errors are JSON, as every error of the app's views."""
 
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanView]
     renderer_classes = [PrometheusRenderer]
     throttle_classes = []
 
@@ -277,9 +275,9 @@ class MetricsView(ServiceView):
 class UserActivityView(ServiceView):
     """Erase a user's activity everywhere (see activity.services.privacy)."""
 
-    permission_classes = [IsAdminUser]
+    permission_classes = [CanErase]
 
-    @extend_schema(
+    @operation(
         operation_id="users_activity_erase",
         parameters=[USER_PARAMETER, *HEADERS],
         responses=responses({204: None}, 400, 404),
@@ -301,16 +299,17 @@ class UserActivityView(ServiceView):
 class UserActivityExportView(ServiceView):
     """Everything stored about a user (see activity.services.privacy.export)."""
 
-    permission_classes = [IsStaffOrSelf]
+    permission_classes = [CanExportOrSelf]
 
-    @extend_schema(
+    @operation(
         parameters=[USER_PARAMETER, *HEADERS],
         responses=responses({200: s.ExportSerializer}, 400, 404),
         description="Last seen, live session, display names, page views per retained day and week, group "
-        "views, active days, first visit and the database row. 404: nothing is stored about the user.",
+        "views, active days, first visit and the database row. 404: none of the user's activity is stored "
+        "(never seen, or erased; a Django account alone is not activity).",
     )
     def get(self, request: Request, user: str) -> Response:
         found = privacy.export(user_from_url(user))
         if found is None:
-            raise NotFound("Nothing is stored about this user.")
+            raise NotFound("No activity of this user is stored.")
         return Response(found)

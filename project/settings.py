@@ -143,5 +143,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"activity": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")}},
+    "loggers": {
+        "activity": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+        # 5xx answers of the site's other pages (the admin), with the traceback of an uncaught
+        # exception: Django's default sends them only to ADMINS by mail when DEBUG is off.
+        "django.request": {"handlers": ["console"], "level": "ERROR"},
+    },
 }

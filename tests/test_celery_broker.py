@@ -50,7 +50,7 @@ def broker_worker(broker: PrivateRedis, tmp_path: Path) -> Iterator[Proc]:
 
 def run_task(broker: PrivateRedis, timeout: float) -> dict:
     """The sweep job sent through ``broker`` to the worker's queue, and its result."""
-    client = Celery(broker=broker.url, backend=broker.url)
+    client = Celery(broker=broker.url, backend=broker.url, set_as_current=False)  # tasks keep the project app
     try:
         sent = client.send_task("activity.sweep", queue=settings.CELERY_TASK_DEFAULT_QUEUE)
         return sent.get(timeout=timeout)

@@ -57,3 +57,20 @@ def test_the_database_probe_reads_the_services_table(redis_client):
     assert response.status_code == 503 and response["Retry-After"]
     assert response.json() == {"redis": "ok", "database": "unavailable"}
     assert Client().get("/healthz").status_code == 200
+
+
+def test_details_need_view_activity_not_is_staff(redis_client, django_user_model):
+    client = Client()
+    client.force_login(django_user_model.objects.create_user("door-only", is_staff=True))
+    assert client.get("/healthz").json() == {"redis": "ok", "database": "ok"}
+
+
+def test_every_503_is_logged_at_error_with_its_traceback(redis_client, staff_api, caplog):
+    """/healthz and the API, Redis away: each 503 leaves an ERROR record carrying the exception, on
+    a logger under ``activity`` (shown by a site's default logging: Python's last-resort handler)."""
+    with override_settings(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"), caplog.at_level("ERROR"):
+        assert Client().get("/healthz").status_code == 503
+        assert staff_api.get("/api/v1/users/u/last-seen/").status_code == 503
+    logged = [record for record in caplog.records if record.name.startswith("activity.")]
+    assert {record.name for record in logged} == {"activity.health", "activity.web.api"}
+    assert all(record.levelname == "ERROR" and record.exc_info for record in logged)

@@ -3,6 +3,7 @@ time, never kept in a process, so any worker's scrape is current."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 
@@ -18,6 +19,8 @@ from activity.services import flush
 from activity.store import health as store
 from activity.store.client import get_client
 
+logger = logging.getLogger("activity.health")
+
 
 def status() -> dict[str, str]:
     """``ok`` or the error for each part the service needs (Redis, the database); on a Redis
@@ -29,6 +32,7 @@ def status() -> dict[str, str]:
         if state is not None:
             parts["redis_cluster"] = state
     except StoreUnavailable as error:
+        logger.error("healthz: Redis unavailable: %s", error, exc_info=error)
         parts["redis"] = f"unavailable: {error}"
     try:
         # A query that reads the service's table: SELECT 1 answers even when that table cannot be
@@ -38,6 +42,7 @@ def status() -> dict[str, str]:
             UserActivity.objects.exists()
         parts["database"] = "ok"
     except DatabaseError as error:
+        logger.error("healthz: database unavailable: %s", error, exc_info=error)
         parts["database"] = f"unavailable: {error}"
     return parts
 

@@ -1,12 +1,13 @@
 """``/healthz``: 200 when Redis takes a write and the database answers, 503 naming the part that does
-not. Only staff (and the log) see error texts and the flush backlog: they name hosts and internals. A
-slow flush never makes a 503, since the service still answers."""
+not. Only holders of ``view_activity`` (and the log) see error texts and the flush backlog: they name
+hosts and internals. A slow flush never makes a 503, since the service still answers."""
 
 import logging
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from activity import permissions
 from activity.errors import StoreUnavailable
 from activity.services import flush, health
 
@@ -21,13 +22,12 @@ def healthz(request: HttpRequest) -> JsonResponse:
         try:
             details["flush"] = flush.status().as_dict()
         except StoreUnavailable as error:
+            logger.error("healthz: Redis unavailable: %s", error, exc_info=error)
             details["redis"] = f"unavailable: {error}"
     healthy = details["redis"] == "ok" and details["database"] == "ok"
-    if not healthy:
-        logger.warning("healthz: %s", details)
-    staff = getattr(request, "user", None) is not None and request.user.is_staff
+    user = getattr(request, "user", None)
     status = {part: "ok" if details[part] == "ok" else "unavailable" for part in ("redis", "database")}
-    body = details if staff else status
+    body = details if user is not None and user.has_perm(permissions.VIEW) else status
     response = JsonResponse(body, status=200 if healthy else 503)
     if not healthy:
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)

@@ -42,12 +42,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """Every exception of the app's views as a JSON answer (``ServiceView.get_exception_handler``)."""
     request: Request = context["request"]
     if isinstance(exc, StoreUnavailable):
-        logger.warning("Redis unavailable: %s", exc)
+        logger.error("Redis unavailable: %s", exc, exc_info=exc)
         return _unavailable("Activity store (Redis) is unavailable; try again shortly.")
     # Locked, gone or timing out (SQLite's busy timeout, PostgreSQL's lock or statement timeout, a
     # dropped connection): worth retrying. Other database errors are bugs, answered as below.
     if isinstance(exc, OperationalError | InterfaceError):
-        logger.warning("database unavailable: %s", exc)
+        logger.error("database unavailable: %s", exc, exc_info=exc)
         return _unavailable("The database is unavailable; try again shortly.")
     if isinstance(exc, RequestDataTooBig):
         return _answer(str(exc), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)

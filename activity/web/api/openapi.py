@@ -45,7 +45,7 @@ def operation(**kwargs: Any) -> Callable[[Method], Method]:
 
 
 class ErrorSerializer(serializers.Serializer):
-    """Every error that is not about a field: 401, 403, 404, 406, 413, 415, 429 and 503."""
+    """Every error that is not about a field: 401, 403, 404, 406, 408, 413, 415, 429 and 503."""
 
     detail = serializers.CharField(help_text="What went wrong, for a person to read.")
 
@@ -70,14 +70,18 @@ DESCRIPTIONS = {
     403: "Authenticated, but without the operation's permission (x-permission), or another user's data.",
     404: "Not found, or a page past the last one.",
     406: "The Accept header allows no JSON.",
+    408: "The body did not arrive within the server's body timeout (make run: 30 s); the connection is closed.",
     413: "The body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE.",
-    415: "The body is not application/json.",
+    415: "The body is not application/json, or its charset is not one the service can decode (send UTF-8).",
     429: "Throttled; retry after Retry-After seconds.",
-    503: "The activity store (Redis) cannot serve now; retry after Retry-After seconds.",
+    431: "The request line and headers are too large (make run's server: more than 100 fields, or about "
+    "400 KB): answered by the HTTP server before the app, with an empty body.",
+    503: "Redis or the database cannot serve now; retry after Retry-After seconds.",
 }
 
-# Any operation can answer these: credentials, content negotiation, throttling, Redis.
-ALWAYS = (401, 403, 406, 429, 503)
+# Any operation can answer these: the server's limits, credentials, content negotiation, throttling,
+# Redis or the database.
+ALWAYS = (401, 403, 406, 408, 429, 431, 503)
 
 HEADERS = [
     OpenApiParameter(
@@ -103,6 +107,6 @@ def responses(success: dict[int, Any], *errors: int) -> dict[int, Any]:
     """``success`` plus the documented error answers: ``errors`` and those of ``ALWAYS``."""
     found: dict[int, Any] = dict(success)
     for code in sorted({*ALWAYS, *errors}):
-        shape = FIELD_ERRORS if code == 400 else ErrorSerializer
+        shape = FIELD_ERRORS if code == 400 else None if code == 431 else ErrorSerializer
         found[code] = OpenApiResponse(shape, description=DESCRIPTIONS[code])
     return found

@@ -1,11 +1,13 @@
 """System checks (tag ``activity``): a wrong setup is reported by ``manage.py check``, ``runserver``
 and ``migrate`` rather than found later as missing data. Checks run before every management command,
-so none talks to Redis or the database except the deploy-only partition check (one round trip)."""
+so they cost little: none reads the database, and Redis gets one PING (``activity.W003``) and, under
+``check --deploy`` only, one read (the partition check)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from celery import current_app
 from django.conf import settings
@@ -85,6 +87,38 @@ def redis_url(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessag
     ]
 
 
+def _redacted(url: str) -> str:
+    """``url`` without its password, fit for a message."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
+
+
+def redis_answers(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Redis answers at ``REDIS_URL``: said plainly at ``migrate`` or ``runserver`` rather than as a
+    503 later. A warning, not an error: the site still starts, its pages served (tracking fails
+    open), and the API answers 503 until Redis answers."""
+    from activity.errors import StoreUnavailable
+    from activity.store.client import get_client
+
+    try:
+        get_client().ping()
+    except ImproperlyConfigured:
+        return []  # a setting Redis needs is wrong: activity.E006 says which
+    except StoreUnavailable as error:
+        return [
+            checks.Warning(
+                f"Nothing answers at REDIS_URL ({_redacted(conf.get('REDIS_URL'))}): {error}. Until it does the "
+                "activity API answers 503 and tracking pauses.",
+                hint="Start Redis there (make run starts one of its own when nothing answers), or set "
+                "REDIS_URL to the Redis that holds the activity state.",
+                id="activity.W003",
+            )
+        ]
+    return []
+
+
 def beat_schedule(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """The Celery app's beat schedule runs the flush (else nothing reaches the database)."""
     schedule = current_app.conf.beat_schedule or {}
@@ -145,7 +179,7 @@ def partitions(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessa
 
 def register() -> None:
     """Register every check (called by ``ActivityConfig.ready``; registering twice is harmless)."""
-    for check in (setting_values, middleware, beat_schedule, key_prefix):
+    for check in (setting_values, middleware, beat_schedule, key_prefix, redis_answers):
         checks.register(check, TAG)
     checks.register(redis_url, TAG, deploy=True)
     checks.register(partitions, TAG, deploy=True)

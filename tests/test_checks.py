@@ -20,6 +20,7 @@ from activity.events import Event
 from activity.schedule import beat_schedule
 from activity.services import ingest, last_seen
 from activity.web.middleware import ActivityMiddleware
+from project.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 AUTH = "django.contrib.auth.middleware.AuthenticationMiddleware"
@@ -177,3 +178,18 @@ def test_check_deploy_is_clean_on_the_example_project_with_production_settings()
     development = check_deploy({})
     assert development.returncode == 1
     assert "security.W004" in development.stderr and "security.W009" in development.stderr
+
+
+def test_redis_not_answering_is_said_plainly_without_the_password():
+    assert "activity.W003" not in found()
+    port = free_port()
+    with override_settings(REDIS_URL=f"redis://:s3cret@127.0.0.1:{port}/0"):
+        message = found()["activity.W003"]
+    assert message.level == checks.WARNING  # migrate and runserver still run
+    assert f"redis://:***@127.0.0.1:{port}/0" in message.msg and "s3cret" not in message.msg
+    assert "503" in message.msg
+
+
+def test_a_setting_redis_needs_being_wrong_is_reported_once():
+    with override_settings(ACTIVITY_REDIS_TIMEOUT="soon"):
+        assert set(found()) == {"activity.E006"}

@@ -131,14 +131,6 @@ for _setting in SETTINGS:
     if _setting.name in os.environ:
         globals()[_setting.name] = os.environ[_setting.name]
 
-# The API's views carry their own DRF configuration (no REST_FRAMEWORK needed); the docs page loads
-# Swagger UI from the sidecar's static files rather than a CDN.
-SPECTACULAR_SETTINGS = {
-    "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
-}
-
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

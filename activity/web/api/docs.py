@@ -1,12 +1,14 @@
 """The OpenAPI document and its interactive page, served by drf-spectacular's views with the app's
 own configuration: open to anyone, throttled, JSON errors, whatever the site's ``REST_FRAMEWORK``.
 The document describes the app's operations only, under its own title, whatever other DRF views
-and ``SPECTACULAR_SETTINGS`` the site has (where the page loads Swagger UI from stays the site's)."""
+and ``SPECTACULAR_SETTINGS`` the site has; the page loads Swagger UI from the sidecar's static files
+(``drf_spectacular_sidecar`` in ``INSTALLED_APPS``), from the site itself, never from a CDN."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.settings import patched_settings
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -40,6 +42,10 @@ class SchemaView(OwnConfiguration, SpectacularAPIView):
         return super().get(request, *args, **kwargs)
 
 
+# Where the page takes Swagger UI's files from: the sidecar app's static files.
+FROM_THE_SITE = {"SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR"}
+
+
 class DocsView(OwnConfiguration, SpectacularSwaggerView):
     permission_classes = [AllowAny]
     renderer_classes = SpectacularSwaggerView.renderer_classes
@@ -47,4 +53,5 @@ class DocsView(OwnConfiguration, SpectacularSwaggerView):
 
     @operation(exclude=True)
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
+        with patched_settings(FROM_THE_SITE):  # as SpectacularAPIView applies its custom_settings
+            return super().get(request, *args, **kwargs)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from celery import current_app
 from django.conf import settings
@@ -87,20 +86,12 @@ def redis_url(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessag
     ]
 
 
-def _redacted(url: str) -> str:
-    """``url`` without its password, fit for a message."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
-
-
 def redis_answers(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Redis answers at ``REDIS_URL``: said plainly at ``migrate`` or ``runserver`` rather than as a
     503 later. A warning, not an error: the site still starts, its pages served (tracking fails
     open), and the API answers 503 until Redis answers."""
     from activity.errors import StoreUnavailable
-    from activity.store.client import get_client
+    from activity.store.client import get_client, redacted
 
     try:
         get_client().ping()
@@ -109,7 +100,7 @@ def redis_answers(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
     except StoreUnavailable as error:
         return [
             checks.Warning(
-                f"Nothing answers at REDIS_URL ({_redacted(conf.get('REDIS_URL'))}): {error}. Until it does the "
+                f"Nothing answers at REDIS_URL ({redacted(conf.get('REDIS_URL'))}): {error}. Until it does the "
                 "activity API answers 503 and tracking pauses.",
                 hint="Start Redis there (make run starts one of its own when nothing answers), or set "
                 "REDIS_URL to the Redis that holds the activity state.",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import http.client
 import os
 import signal
 import socket
@@ -48,10 +49,22 @@ def terminate_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def port_answers(host: str, port: str) -> bool:
+def what_answers(host: str, port: str) -> str | None:
+    """What already answers on ``host:port`` (an HTTP server's ``Server`` header and status, or just
+    that something accepts connections), None when nothing does."""
     with socket.socket() as probe:
         probe.settimeout(1)
-        return probe.connect_ex((host, int(port))) == 0
+        if probe.connect_ex((host, int(port))) != 0:
+            return None
+    connection = http.client.HTTPConnection(host, int(port), timeout=2)
+    try:
+        connection.request("HEAD", "/")
+        answer = connection.getresponse()
+        return f"an HTTP server ({answer.getheader('Server') or 'unnamed'}, {answer.status} for /)"
+    except (OSError, http.client.HTTPException):
+        return "something that accepts connections but does not answer HTTP"
+    finally:
+        connection.close()
 
 
 def signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
@@ -128,8 +141,12 @@ def main() -> int:
     dev = parser.parse_args().dev
     env = dict(os.environ)
     host, port = env.get("HOST", "127.0.0.1"), env.get("PORT", "8000")
-    if port_answers(host, port):
-        print(f"Something already answers on {host}:{port}: stop it, or choose another PORT.", file=sys.stderr)
+    found = what_answers(host, port)
+    if found is not None:
+        print(
+            f"{host}:{port} is already served, by {found}: an earlier make run? Stop it, or choose another PORT.",
+            file=sys.stderr,
+        )
         return 1
     if dev:
         env.setdefault("DEBUG", "1")

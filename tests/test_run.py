@@ -136,4 +136,4 @@ def test_a_port_already_served_is_refused(tmp_path):
         taken.listen()
         refused = Runner(tmp_path, taken.getsockname()[1])
         assert refused.process.wait(timeout=30) == 1
-    assert "already answers" in refused.output()
+    assert "is already served, by something that accepts connections but does not answer HTTP" in refused.output()

@@ -91,16 +91,16 @@ def redis_answers(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
     503 later. A warning, not an error: the site still starts, its pages served (tracking fails
     open), and the API answers 503 until Redis answers."""
     from activity.errors import StoreUnavailable
-    from activity.store.client import get_client, redacted
+    from activity.services.health import ping_store
 
     try:
-        get_client().ping()
+        ping_store()
     except ImproperlyConfigured:
         return []  # a setting Redis needs is wrong: activity.E006 says which
     except StoreUnavailable as error:
         return [
             checks.Warning(
-                f"Nothing answers at REDIS_URL ({redacted(conf.get('REDIS_URL'))}): {error}. Until it does the "
+                f"Nothing answers at REDIS_URL ({conf.redacted(conf.get('REDIS_URL'))}): {error}. Until it does the "
                 "activity API answers 503 and tracking pauses.",
                 hint="Start Redis there (make run starts one of its own when nothing answers), or set "
                 "REDIS_URL to the Redis that holds the activity state.",

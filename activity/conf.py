@@ -9,6 +9,7 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
@@ -213,3 +214,11 @@ def _forget(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_forget)
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, fit for a message or a log line."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()

@@ -22,6 +22,11 @@ from activity.store.client import get_client
 logger = logging.getLogger("activity.health")
 
 
+def ping_store() -> None:
+    """Raises StoreUnavailable when Redis does not answer at ``REDIS_URL``."""
+    get_client().ping()
+
+
 def status() -> dict[str, str]:
     """``ok`` or the error for each part the service needs (Redis, the database); on a Redis
     Cluster also ``redis_cluster``, the cluster's state."""

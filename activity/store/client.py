@@ -12,7 +12,6 @@ import functools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeAlias
-from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -261,14 +260,6 @@ def _client(url: str, timeout: float, cluster: bool) -> Client:
 def total(replies: Sequence[Any], indexes: Iterable[int]) -> int:
     """The sum of the integer replies at ``indexes`` (a missing key's None counts as 0)."""
     return sum(int(replies[index] or 0) for index in indexes)
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password, fit for a message or a log line."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
 
 
 def get_client() -> Client:

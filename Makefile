@@ -5,43 +5,49 @@ PY := $(VENV)/bin/python
 
 .PHONY: run dev test test-cluster bench bench-http lint format docs
 
+# What running needs (requirements.txt); the tests, lint and benchmarks add requirements-dev.txt.
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
+$(VENV)/.dev-installed: $(VENV)/.installed requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
 $(VENV)/.docs-installed: $(VENV)/.installed requirements-docs.txt
 	$(PY) -m pip install --quiet -r requirements-docs.txt
 	touch $@
 
-# gunicorn (project/gunicorn.conf.py; WEB_CONCURRENCY workers) after collectstatic, plus Celery worker and beat.
+# granian (project/serving.py; WEB_CONCURRENCY workers) after migrate and collectstatic, plus a
+# Celery worker and beat, and a private redis-server when nothing answers at REDIS_URL.
 run: $(VENV)/.installed
 	$(PY) -m project.run
 
-# The same with Django's development server (autoreload, DEBUG on) in place of gunicorn.
+# The same with Django's development server (autoreload, DEBUG on) in place of granian.
 dev: $(VENV)/.installed
 	$(PY) -m project.run --dev
 
-test: $(VENV)/.installed
+test: $(VENV)/.dev-installed
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The same suite against a private 3-master Redis Cluster (Celery's broker on a standalone server beside it).
-test-cluster: $(VENV)/.installed
+test-cluster: $(VENV)/.dev-installed
 	$(PY) -m pytest --redis-cluster $(PYTEST_ARGS)
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.dev-installed
 	$(PY) -m bench.last_seen
 
 # Needs Debian's wrk (apt-get install wrk).
-bench-http: $(VENV)/.installed
+bench-http: $(VENV)/.dev-installed
 	$(PY) -m bench.http
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-format: $(VENV)/.installed
+format: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 

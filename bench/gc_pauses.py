@@ -1,14 +1,14 @@
-"""Garbage-collection pauses in gunicorn's workers under load, with and without the freeze after a
-worker's first requests (``python -m bench.gc_pauses``).
+"""Garbage-collection pauses in the web server's workers under load, with and without the freeze after
+a worker's first requests (``python -m bench.gc_pauses``).
 
-``project/gunicorn.conf.py`` has each worker collect once and freeze the survivors after its
+``project/asgi.py`` has each worker collect once and freeze the survivors after its
 ``WEB_GC_FREEZE_AFTER``-th request, so later full collections no longer walk Django's long-lived
 objects. Each round starts the service as ``bench.http`` does (4 workers, a private redis-server,
 SQLite) once with ``WEB_GC_FREEZE_AFTER=0`` (the collector left alone) and once with the default,
 and loads it with wrk on the tracked page as an anonymous visitor (32 connections): a warm-up run
 (three short runs: each spreads its new connections anew over the workers, so most pass their
 100th request in it), then the measured run. A probe in each worker
-(``bench/gunicorn_gc_probe.py``: the same settings plus ``gc.callbacks``) records every collection;
+(``bench/gc_probe.py``: the same application plus ``gc.callbacks``) records every collection;
 those that started during the measured run are counted. Writes ``bench/results/gc_pauses.json``
 and ``.md``, which docs/benchmarks.md includes. Needs Debian's ``wrk``.
 """
@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import harness
-from bench.http import BROWSER, PAGE_PATH, ROOT, Case, Server, configure, prepare_database, run_wrk, visitor_cookie
+from bench.http import BROWSER, PAGE_PATH, Case, configure, granian_server, prepare_database, run_wrk, visitor_cookie
 from project.redis_server import PrivateRedis
 
-PROBE = ROOT / "bench" / "gunicorn_gc_probe.py"
+WORKERS = 4
 VARIANTS = {"alone": "0", "frozen": ""}  # WEB_GC_FREEZE_AFTER: 0, then the settings' default
 WARM_UP_RUNS = 3  # of 2 s: most workers pass their 100th request in it
 TITLES = {
@@ -44,7 +44,7 @@ def one_run(variant: str, tmp: Path, seconds: int, connections: int) -> dict[str
     probes = tmp / f"probe-{variant}-{time.monotonic_ns()}"
     probes.mkdir()
     os.environ.update({"WEB_GC_FREEZE_AFTER": VARIANTS[variant], "GC_PROBE_DIR": str(probes)})
-    server = Server(variant, [sys.executable, "-m", "gunicorn", "-c", str(PROBE)])
+    server = granian_server(variant, WORKERS, "bench.gc_probe:application")
     server.start(tmp / f"{variant}.log")
     try:
         page = Case("page", "tracked page", server.base + PAGE_PATH, {"Cookie": visitor_cookie(server.base), **BROWSER})
@@ -113,7 +113,7 @@ def main() -> None:
     runs: dict[str, list[dict[str, Any]]] = {variant: [] for variant in VARIANTS}
     with tempfile.TemporaryDirectory(prefix="activity-gc-bench-") as name, PrivateRedis() as redis_server:
         tmp = Path(name)
-        configure(tmp, redis_server.url, workers=4, threads=1)
+        configure(tmp, redis_server.url)
         prepare_database()
         for _ in range(args.rounds):
             for variant in VARIANTS:
@@ -121,7 +121,7 @@ def main() -> None:
     found = {variant: summary(variant_runs) for variant, variant_runs in runs.items()}
     rows = [
         ("full collections during the load", "full_collections", 0),
-        ("full collections per minute (4 workers)", "full_per_minute", 1),
+        (f"full collections per minute ({WORKERS} workers)", "full_per_minute", 1),
         ("longest full collection, ms", "full_max_ms", 1),
         ("median full collection, ms", "full_median_ms", 1),
         ("longest collection of any generation, ms", "any_max_ms", 1),
@@ -135,10 +135,10 @@ def main() -> None:
     table = [["measure", *(TITLES[variant] for variant in VARIANTS)]]
     table += [[label, *(f"{found[variant][key]:,.{digits}f}" for variant in VARIANTS)] for label, key, digits in rows]
     notes = (
-        f"gunicorn gthread as `make run` starts it (4 workers x 1 thread, DEBUG off, SQLite, private redis-server); "
+        f"granian as `make run` starts it ({WORKERS} workers, DEBUG off, SQLite, private redis-server); "
         f"wrk with {args.connections} connections on the tracked page as an anonymous visitor, {args.rounds} rounds "
         f"of a warm-up ({WARM_UP_RUNS} runs of 2 s) and a {args.seconds} s measured run per variant, the variants "
-        "alternating. Collections recorded in each worker by `gc.callbacks` (`bench/gunicorn_gc_probe.py`); only "
+        "alternating. Collections recorded in each worker by `gc.callbacks` (`bench/gc_probe.py`); only "
         "those starting during the measured runs count, apart from the collect-and-freezes' own (each worker's two, "
         "wherever they fell, are given apart). Command: `python -m bench.gc_pauses`."
     )

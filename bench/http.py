@@ -1,7 +1,7 @@
 """The service over HTTP under the production server, driven by wrk (``python -m bench.http``).
 
-One run starts gunicorn as ``make run`` does (``project/gunicorn.conf.py``; 4 workers) on a free
-loopback port, against a private redis-server and a SQLite file in a temporary directory, and
+One run starts granian as ``make run`` does (``project/serving.py``; 4 workers) on a free loopback
+port, against a private redis-server and a SQLite file in a temporary directory, and
 measures side by side, in interleaved rounds (each case right after fresh runs of the floors it is
 read against; each case's median kept), with 32 connections:
 
@@ -23,8 +23,9 @@ missed only when the run's noise cannot move it across its line), and each case'
 by who spends it: the server's processes (user space, kernel), Redis and wrk. The two cores are
 saturated, so a case's rate is the machine's CPU over its CPU per request, and that table says which
 part of a request a ratio is made of. It writes ``bench/results/http.json`` and ``http.md``.
-``--with-granian`` also runs every case against granian (same workers and threads), interleaved with
-gunicorn's, for the choice of server (docs/serving.md). wrk is Debian's ``wrk`` package (``apt-get install
+``--with-gunicorn`` also runs every case against gunicorn (gthread, the same workers, one thread each:
+the server ``make run`` used before granian), interleaved with granian's: what the slow-client
+defence costs (docs/serving.md). wrk is Debian's ``wrk`` package (``apt-get install
 wrk``); its script is ``bench/http_wrk.lua``.
 """
 
@@ -49,6 +50,7 @@ from typing import Any
 
 from bench import harness
 from project.redis_server import PrivateRedis, free_port
+from project.serving import APPLICATION, granian_command
 
 ROOT = Path(__file__).resolve().parent.parent
 WRK_SCRIPT = Path(__file__).resolve().parent / "http_wrk.lua"
@@ -174,19 +176,27 @@ def answers(url: str) -> bool:
         return False
 
 
-def servers(workers: int, threads: int, with_granian: bool) -> list[Server]:
-    """gunicorn as ``make run`` starts it; granian with the same processes and threads if asked."""
-    found = [Server("gunicorn", [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "project" / "gunicorn.conf.py")])]
-    if with_granian:
-        granian = Server("granian", [])
-        options = ["--interface", "wsgi", "--host", HOST, "--port", str(granian.port), "--no-ws"]
-        options += ["--workers", str(workers), "--blocking-threads", str(threads)]
-        granian.command = [sys.executable, "-m", "granian", *options, "project.wsgi:application"]
-        found.append(granian)
+def granian_server(name: str, workers: int, application: str = APPLICATION) -> Server:
+    """granian as ``make run`` starts it, serving ``application``."""
+    server = Server(name, [])
+    env = {"HOST": HOST, "PORT": str(server.port), "WEB_CONCURRENCY": str(workers)}
+    server.command = granian_command(sys.executable, env, application)
+    return server
+
+
+def servers(workers: int, with_gunicorn: bool) -> list[Server]:
+    """granian as ``make run`` starts it; gunicorn with the same processes, one thread each, if asked."""
+    found = [granian_server("granian", workers)]
+    if with_gunicorn:
+        gunicorn = Server("gunicorn", [])
+        options = ["--worker-class", "gthread", "--workers", str(workers), "--threads", "1", "--keep-alive", "5"]
+        options += ["--reuse-port", "--bind", f"{HOST}:{gunicorn.port}"]
+        gunicorn.command = [sys.executable, "-m", "gunicorn", *options, "project.wsgi:application"]
+        found.append(gunicorn)
     return found
 
 
-def configure(tmp: Path, redis_url: str, workers: int, threads: int) -> None:
+def configure(tmp: Path, redis_url: str) -> None:
     """Environment shared by this process (Django, for the set-up) and the servers it starts."""
     os.environ.update(
         {
@@ -196,8 +206,6 @@ def configure(tmp: Path, redis_url: str, workers: int, threads: int) -> None:
             "ACTIVITY_KEY_PREFIX": "act:",
             "ACTIVITY_TRACK_EXCLUDE_PATHS": EXCLUDED,
             "ACTIVITY_THROTTLE_RATES": json.dumps({"user": UNLIMITED, "ingest": UNLIMITED}),
-            "WEB_CONCURRENCY": str(workers),
-            "WEB_THREADS": str(threads),
         }
     )
 
@@ -584,7 +592,7 @@ def report(rows: dict[str, dict[str, Any]], results: dict[str, Any]) -> None:
     cpu = cpu_table(rows)
     commands = ", ".join(f"{key} {per:.1f}" for key, per in results["redis_commands_per_request"].items())
     notes = (
-        f"gunicorn gthread, {results['workers']} workers x {results['threads']} threads, DEBUG off, SQLite, private "
+        f"granian (ASGI, `project/serving.py`), {results['workers']} workers, DEBUG off, SQLite, private "
         f"redis-server; wrk with 1 thread and {results['connections']} connections on loopback, "
         f"{results['seconds']} s per run, medians of {results['rounds']} interleaved rounds (wrk and the server "
         "share the machine's cores). Each case runs right after its floors, and a ratio is the median of those "
@@ -616,21 +624,23 @@ def report(rows: dict[str, dict[str, Any]], results: dict[str, Any]) -> None:
             "Redis's INFO and wrk's rusage around each run. The cores busy are the total times the rate: the 2 cores "
             "are saturated, so a case's rate follows its CPU per request.\n\n" + markdown(cpu)
         )
-    if "granian" in results:
-        versus = [["case", "gunicorn req/s", "granian req/s", "granian / gunicorn", "granian p99 ms"]]
-        for key, row in results["granian"].items():
+    if "gunicorn" in results:
+        versus = [["case", "granian req/s", "gunicorn req/s", "granian / gunicorn", "gunicorn p99 ms"]]
+        for key, row in results["gunicorn"].items():
             versus.append(
                 [
                     rows[key]["case"],
                     fmt(row["reference_requests_per_s"]),
                     fmt(row["requests_per_s"]),
-                    f"{row['vs_reference']:.2f}x",
+                    f"{1 / row['vs_reference']:.2f}x",
                     fmt(row["p99_ms"], 1),
                 ]
             )
         notes += (
-            f"\n\ngranian {results['granian_version']} (WSGI, same workers, `--blocking-threads "
-            f"{results['threads']}`), interleaved with the runs above (`--with-granian`):\n\n" + markdown(versus)
+            f"\n\ngunicorn {results['gunicorn_version']} (gthread, the same workers, 1 thread each: "
+            "`make run`'s server before granian), interleaved with the runs above (`--with-gunicorn`). "
+            "A ratio over 1 is granian faster; granian's slow-client defence is what the ratio buys:\n\n"
+            + markdown(versus)
         )
     harness.write("http", results, table, notes)
 
@@ -647,17 +657,16 @@ def main() -> None:
     )
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=1, help="per worker (make run's default)")
-    parser.add_argument("--with-granian", action="store_true", help="also run each case against granian")
+    parser.add_argument("--with-gunicorn", action="store_true", help="also run each case against gunicorn")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is missing: apt-get install wrk")
-    if args.with_granian and importlib.util.find_spec("granian") is None:
-        sys.exit("granian is missing: .venv/bin/pip install granian")
-    under_test = servers(args.workers, args.threads, args.with_granian)
+    if args.with_gunicorn and importlib.util.find_spec("gunicorn") is None:
+        sys.exit("gunicorn is missing: .venv/bin/pip install -r requirements-dev.txt")
+    under_test = servers(args.workers, args.with_gunicorn)
     with tempfile.TemporaryDirectory(prefix="activity-http-bench-") as name, PrivateRedis() as redis_server:
         tmp = Path(name)
-        configure(tmp, redis_server.url, args.workers, args.threads)
+        configure(tmp, redis_server.url)
         credentials = prepare_database()
         seed_online()
         try:
@@ -665,7 +674,7 @@ def main() -> None:
                 server.start(tmp / f"{server.name}.log")
             visitor = visitor_cookie(under_test[0].base)
             plan = {server.name: cases(server.base, tmp, credentials, visitor) for server in under_test}
-            per_request = check_tracking(plan["gunicorn"])
+            per_request = check_tracking(plan["granian"])
             from activity.store.client import get_client
 
             meters = {server.name: CpuMeter(server.process.pid, get_client()) for server in under_test}
@@ -673,25 +682,24 @@ def main() -> None:
         finally:
             for server in under_test:
                 server.stop()
-    rows = summarize(plan["gunicorn"], samples["gunicorn"], ratios["gunicorn"])
+    rows = summarize(plan["granian"], samples["granian"], ratios["granian"])
     results: dict[str, Any] = {
-        "server": "gunicorn",
+        "server": "granian",
         "workers": args.workers,
-        "threads": args.threads,
         "connections": args.connections,
         "seconds": args.seconds,
         "rounds": args.rounds,
-        "flags": " --with-granian" if args.with_granian else "",
+        "flags": " --with-gunicorn" if args.with_gunicorn else "",
         "redis_commands_per_request": per_request,
         "cases": rows,
         "targets": targets(rows),
         "ceilings": ceilings(rows),
     }
-    if args.with_granian:
+    if args.with_gunicorn:
         from importlib.metadata import version
 
-        results["granian_version"] = version("granian")
-        results["granian"] = compare(samples["gunicorn"], samples["granian"], rows)
+        results["gunicorn_version"] = version("gunicorn")
+        results["gunicorn"] = compare(samples["granian"], samples["gunicorn"], rows)
     report(rows, results)
 
 

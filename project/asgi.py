@@ -72,14 +72,20 @@ def _check_charset(scope: Scope) -> None:
 class Front:
     """ASGI app: refuses what Django cannot take, times the body, then hands the request to ``app``."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], body_limit: int | None) -> None:
+    def __init__(
+        self,
+        app: Callable[[Scope, Receive, Send], Awaitable[None]],
+        body_limit: int | None,
+        freeze_after: int = GC_FREEZE_AFTER,
+    ) -> None:
         self.app = app
         self.body_limit = body_limit
+        self.freeze_after = freeze_after
         self.served = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await lifespan(receive, send)
+            await self.lifespan(receive, send)
             return
         try:
             _check_charset(scope)
@@ -95,8 +101,24 @@ class Front:
             await send({"type": "http.response.start", "status": refused.status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
         self.served += 1
-        if self.served == GC_FREEZE_AFTER:  # what the first requests built leaves the walks too
-            collect_and_freeze()
+        if self.served == self.freeze_after:  # what the first requests built leaves the walks too
+            self.collect_and_freeze()
+
+    def collect_and_freeze(self) -> None:
+        if self.freeze_after > 0:
+            gc.collect()
+            gc.freeze()
+
+    async def lifespan(self, receive: Receive, send: Send) -> None:
+        """ASGI lifespan: a process that has loaded the app freezes it before its first request."""
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self.collect_and_freeze()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
     def _timed(self, receive: Receive) -> Receive:
         """``receive`` for the body: each message within what is left of ``BODY_TIMEOUT``, and the
@@ -128,24 +150,6 @@ def _coroutine(send: Send) -> Send:
         await send(message)
 
     return sending
-
-
-def collect_and_freeze() -> None:
-    if GC_FREEZE_AFTER > 0:
-        gc.collect()
-        gc.freeze()
-
-
-async def lifespan(receive: Receive, send: Send) -> None:
-    """ASGI lifespan: a process that has loaded the app freezes it before its first request."""
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            collect_and_freeze()
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 application = Front(WsgiToAsgi(get_wsgi_application()), settings.DATA_UPLOAD_MAX_MEMORY_SIZE)

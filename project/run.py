@@ -1,7 +1,7 @@
 """``make run``: the web server, a Celery worker and Celery beat in one terminal; Ctrl-C stops all.
 
-The web server is gunicorn (``project/gunicorn.conf.py``) behind a ``collectstatic``, so whitenoise
-serves the static files with DEBUG off. ``--dev`` (``make dev``) runs Django's development server
+The web server is granian (``project/serving.py``) behind a ``collectstatic``, so whitenoise serves
+the static files with DEBUG off. ``--dev`` (``make dev``) runs Django's development server
 instead, with autoreload and DEBUG on unless the environment says otherwise.
 When nothing answers at ``REDIS_URL`` a private redis-server is started for the session. With
 ``ACTIVITY_REDIS_CLUSTER=1`` and no ``CELERY_BROKER_URL`` (Celery cannot use a Redis Cluster), a
@@ -30,16 +30,46 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from activity.conf import redacted
 from project.redis_server import PrivateRedis, answers
+from project.serving import granian_command
 
 ROOT = Path(__file__).resolve().parent.parent
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def web_command(python: str, dev: bool, host: str, port: str) -> list[str]:
+def web_command(python: str, dev: bool, env: dict[str, str]) -> list[str]:
     if dev:
-        return [python, "manage.py", "runserver", f"{host}:{port}", "--insecure"]
-    return [python, "-m", "gunicorn", "-c", str(ROOT / "project" / "gunicorn.conf.py")]
+        return [
+            python,
+            "manage.py",
+            "runserver",
+            f"{env.get('HOST', '127.0.0.1')}:{env.get('PORT', '8000')}",
+            "--insecure",
+        ]
+    return granian_command(python, env)
+
+
+def welcome(server: str, env: dict[str, str]) -> str:
+    """What to open, what it runs on, and how to get in: printed once everything has started."""
+    site = f"http://{env.get('HOST', '127.0.0.1')}:{env.get('PORT', '8000')}"
+    python = Path(sys.executable)
+    if python.is_relative_to(ROOT):
+        python = python.relative_to(ROOT)
+    database = env.get("DATABASE_URL") or f"sqlite:///{ROOT / 'var' / 'db.sqlite3'}"
+    return "\n".join(
+        [
+            f"Serving {site}/ with {server}. Ctrl-C stops everything.",
+            f"  {site}/                the dashboard (sign in as a superuser)",
+            f"  {site}/api/v1/docs/    the API and its documentation",
+            f"  {site}/healthz         health",
+            f"Redis {redacted(env['REDIS_URL'])}, key prefix {env.get('ACTIVITY_KEY_PREFIX', 'act:')}; "
+            f"database {redacted(database)}",
+            "A superuser, then an API token for them:",
+            f"  {python} manage.py createsuperuser",
+            f"  {python} manage.py drf_create_token <username>",
+        ]
+    )
 
 
 def terminate_with_parent() -> None:
@@ -150,7 +180,7 @@ def main() -> int:
         return 1
     if dev:
         env.setdefault("DEBUG", "1")
-    url = env.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    url = env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
     private = None
     cluster = env.get("ACTIVITY_REDIS_CLUSTER", "").strip().lower() in {"1", "true", "yes", "on"}
     if cluster and not env.get("CELERY_BROKER_URL"):
@@ -183,18 +213,15 @@ def main() -> int:
         if not dev:
             subprocess.run([python, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
         commands = {
-            "web": web_command(python, dev, host, port),
+            "web": web_command(python, dev, env),
             "worker": [python, "-m", "celery", "-A", "project", "worker", "-l", "info", "--concurrency", "2"],
             "beat": [python, "-m", "celery", "-A", "project", "beat", "-l", "info"],
         }
         children.extend(Child(name, command, env) for name, command in commands.items())
         for child in children:
             child.start()
-        server = "Django's development server (autoreload)" if dev else "gunicorn"
-        print(
-            f"Serving http://{host}:{port}/ with {server} (API at /api/v1/, docs at /api/v1/docs/). "
-            "Ctrl-C stops everything."
-        )
+        server = "Django's development server (autoreload)" if dev else "granian"
+        print(welcome(server, env), flush=True)
         while True:
             time.sleep(0.5)
             for child in children:

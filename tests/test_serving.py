@@ -1,38 +1,34 @@
-"""The production server's settings (``project/gunicorn.conf.py``): the collector's freezes (a
-worker's boot, then its first requests), new connections spread across the workers, and that
-gunicorn takes the file as it is."""
+"""The production server (``project/serving.py`` starting granian, ``project/asgi.py`` in front of
+Django): slow clients cannot starve it, its limits answer as documented, new connections spread
+across the workers, and the collector's freezes (a worker's boot, then its first requests)."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import gc
 import http.client
-import importlib.util
 import os
 import socket
 import subprocess
 import sys
 import time
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from django.conf import settings
 
+from bench.slow_clients import HOST, serve, siege
+from project.asgi import Front, Message
 from project.redis_server import free_port
+from project.serving import granian_command
 
-CONF = Path(__file__).resolve().parent.parent / "project" / "gunicorn.conf.py"
+ROOT = Path(__file__).resolve().parent.parent
 WORKERS = 4
 BURST = 128  # new connections opened at once: 32 a worker on an even spread
-
-
-def load_conf(monkeypatch: pytest.MonkeyPatch, freeze_after: str) -> ModuleType:
-    """A fresh copy of the settings module, as a new worker has it."""
-    monkeypatch.setenv("WEB_GC_FREEZE_AFTER", freeze_after)
-    spec = importlib.util.spec_from_file_location("gunicorn_conf_under_test", CONF)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+HEADER_TIMEOUT, BODY_TIMEOUT = 2, 3  # seconds: the defaults (10, 30) shortened for the suite
 
 
 @pytest.fixture
@@ -61,50 +57,116 @@ def walked(thing: object) -> bool:
     return any(found is thing for found in gc.get_objects())
 
 
-def test_a_worker_collects_then_freezes_at_boot_and_again_at_its_nth_request(monkeypatch, thawed):
-    conf = load_conf(monkeypatch, "5")
+async def answer_ok(scope: dict, receive, send) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def boot(front: Front) -> None:
+    """The ASGI lifespan's start-up, as the server runs it once a worker has loaded the app."""
+    messages = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+
+    async def receive() -> Message:
+        return next(messages)
+
+    async def send(message: Message) -> None:
+        pass
+
+    asyncio.run(front({"type": "lifespan"}, receive, send))
+
+
+def serve_one(front: Front) -> None:
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        pass
+
+    asyncio.run(front({"type": "http", "method": "GET", "headers": []}, receive, send))
+
+
+def test_a_worker_collects_then_freezes_at_boot_and_again_at_its_nth_request(thawed):
+    front = Front(answer_ok, None, freeze_after=5)
     at_boot, built_before_boot = cyclic_garbage(), Node()
-    conf.post_worker_init(None)
+    boot(front)
     assert at_boot() is None  # collected before the freeze, not frozen with the survivors
     assert not walked(built_before_boot)
     built_by_requests = Node()  # what the first requests build and keep
     for _ in range(4):
-        conf.post_request(None, None, None, None)
+        serve_one(front)
     assert walked(built_by_requests)  # nothing more frozen before the 5th request
     in_requests = cyclic_garbage()
-    conf.post_request(None, None, None, None)
+    serve_one(front)
     assert not walked(built_by_requests)
     assert in_requests() is None
     later = Node()
     for _ in range(50):
-        conf.post_request(None, None, None, None)
+        serve_one(front)
     assert walked(later)  # and only once
 
 
-def test_freeze_after_zero_leaves_the_collector_alone(monkeypatch, thawed):
-    conf = load_conf(monkeypatch, "0")
+def test_freeze_after_zero_leaves_the_collector_alone(thawed):
+    front = Front(answer_ok, None, freeze_after=0)
     kept = Node()
-    conf.post_worker_init(None)
+    boot(front)
     for _ in range(300):
-        conf.post_request(None, None, None, None)
+        serve_one(front)
     assert gc.get_freeze_count() == 0 and walked(kept)
 
 
-def test_gunicorn_takes_the_settings_file():
-    found = subprocess.run(
-        [sys.executable, "-m", "gunicorn", "--check-config", "-c", str(CONF)],
-        cwd=CONF.parent.parent,
-        capture_output=True,
-        text=True,
-        timeout=60,
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[int]:
+    """The example project under granian as ``make run`` starts it (timeouts shortened): its port."""
+    port = free_port()
+    timeouts = {"WEB_HEADER_TIMEOUT": str(HEADER_TIMEOUT), "WEB_BODY_TIMEOUT": str(BODY_TIMEOUT)}
+    server = serve(
+        tmp_path_factory.mktemp("served"), os.environ["REDIS_URL"], port, {"WEB_CONCURRENCY": "2", **timeouts}
     )
-    assert found.returncode == 0, found.stdout + found.stderr
+    try:
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_slow_clients_hold_sockets_not_the_service(served):
+    """64 sockets trickling headers and 64 holding half-sent bodies, each replaced when closed: fresh
+    requests answer within 1 s throughout, and the server closes every slow socket at its timeout
+    (the body with a 408)."""
+    found = siege(served, seconds=2 * BODY_TIMEOUT + 1)
+    assert len(found.probes) >= 30 and None not in found.probes
+    assert found.p99_ms() < 1000, found.probes
+    headers, bodies = found.closed_after("headers"), found.closed_after("body")
+    assert len(headers) >= 3 * 64 and min(headers) >= HEADER_TIMEOUT and max(headers) < HEADER_TIMEOUT + 1.5
+    assert len(bodies) >= 2 * 64 and min(bodies) >= BODY_TIMEOUT and max(bodies) < BODY_TIMEOUT + 1.5
+    assert found.overdue("headers", HEADER_TIMEOUT + 1.5) == found.overdue("body", BODY_TIMEOUT + 1.5) == 0
+    assert found.statuses("body") == {408}
+
+
+def test_a_body_over_the_cap_is_refused_before_it_is_read(served):
+    connection = http.client.HTTPConnection(HOST, served, timeout=10)
+    connection.putrequest("POST", "/api/v1/events/")
+    connection.putheader("Content-Type", "application/json")
+    connection.putheader("Content-Length", str(settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1))
+    connection.endheaders()  # no body sent: the answer comes from the declared length
+    answer = connection.getresponse()
+    assert answer.status == 413
+    assert b"exceeds" in answer.read()
+
+
+def test_too_many_headers_answer_431(served):
+    connection = http.client.HTTPConnection(HOST, served, timeout=10)
+    connection.putrequest("GET", "/healthz")
+    for n in range(120):
+        connection.putheader(f"X-Header-{n}", "x")
+    connection.endheaders()
+    assert connection.getresponse().status == 431
 
 
 def served_by(port: int, connections: int) -> collections.Counter[int]:
     """Open ``connections`` connections at once (all connected before the first request), then ask
     one request on each: how many each worker process answered."""
-    opened = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(connections)]
+    opened = [socket.create_connection((HOST, port), timeout=10) for _ in range(connections)]
     counts: collections.Counter[int] = collections.Counter()
     try:
         for connection in opened:
@@ -119,28 +181,25 @@ def served_by(port: int, connections: int) -> collections.Counter[int]:
     return counts
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT spreads connections on Linux only")
 def test_a_burst_of_new_connections_is_spread_across_the_workers():
     """A burst of connections (a load balancer's pool opening) lands on every worker, none of them
-    with less than half its even share: each worker listens on a socket of its own (SO_REUSEPORT),
-    so the kernel spreads them, not whichever worker happens to wake first."""
+    with less than half its even share."""
     port = free_port()
-    env = {**os.environ, "PORT": str(port), "HOST": "127.0.0.1", "WEB_CONCURRENCY": str(WORKERS)}
-    env.pop("WEB_REUSE_PORT", None)
+    env = {**os.environ, "PORT": str(port), "HOST": HOST, "WEB_CONCURRENCY": str(WORKERS)}
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", str(CONF), "tests.worker_pid_app:application"],
-        cwd=CONF.parent.parent,
+        granian_command(sys.executable, env, "tests.worker_pid_app:application"),
+        cwd=ROOT,
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
     )
     try:
-        booted, deadline = 0, time.monotonic() + 30
-        while booted < WORKERS and time.monotonic() < deadline:
-            booted += "Booting worker" in server.stderr.readline()
-        assert booted == WORKERS
-        time.sleep(1)  # each binds its socket right after it says so, and the app imports nothing
+        started, deadline = 0, time.monotonic() + 30
+        while started < WORKERS and time.monotonic() < deadline:
+            started += "Started worker" in server.stdout.readline()
+        assert started == WORKERS
+        time.sleep(1)  # a worker says it started a moment before it accepts connections
         counts = served_by(port, BURST)
     finally:
         server.terminate()

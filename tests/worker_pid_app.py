@@ -1,14 +1,17 @@
-"""A WSGI app answering with its worker's process id, for ``test_serving``: which worker served a
+"""An ASGI app answering with its worker's process id, for ``test_serving``: which worker served a
 connection, whatever the service's own views do."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 
-def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+async def application(scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], send: Callable[..., Any]) -> None:
+    if scope["type"] != "http":
+        return
     body = str(os.getpid()).encode()
-    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
-    return [body]
+    headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

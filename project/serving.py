@@ -1,0 +1,45 @@
+"""How ``make run`` and ``bench.http`` start the web server: granian, serving ``project.asgi``.
+
+granian reads every connection in its Rust event loop, so a client that trickles its headers or
+holds a half-sent body costs a socket, not a worker: with no buffering proxy in front, 64 such
+sockets held for 60 s left fresh requests answering within 1 s (``python -m bench.slow_clients``).
+A connection whose headers have not all arrived ``WEB_HEADER_TIMEOUT`` seconds after it opened is
+closed (default 10); ``project.asgi`` gives the body ``WEB_BODY_TIMEOUT``. ``WEB_CONCURRENCY``
+worker processes (default two per CPU this process may run on), each running Django on one thread:
+the service's requests are Python work with short waits on Redis and the database, so more threads
+per process only contend for the GIL. A worker that dies is started again. Any other granian option
+goes through its own ``GRANIAN_*`` environment variables (``GRANIAN_ACCESS_LOG=1``, for example).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+APPLICATION = "project.asgi:application"
+
+
+def granian_command(python: str, env: Mapping[str, str], application: str = APPLICATION) -> list[str]:
+    """The command line that serves ``application`` on ``HOST``:``PORT`` as ``env`` configures it."""
+    workers = env.get("WEB_CONCURRENCY") or str(2 * len(os.sched_getaffinity(0)))
+    header_timeout_ms = round(1000 * float(env.get("WEB_HEADER_TIMEOUT") or 10))
+    return [
+        python,
+        "-m",
+        "granian",
+        "--interface",
+        "asgi",
+        "--host",
+        env.get("HOST", "127.0.0.1"),
+        "--port",
+        env.get("PORT", "8000"),
+        "--workers",
+        workers,
+        "--http",
+        "1",
+        "--no-ws",
+        "--http1-header-read-timeout",
+        str(header_timeout_ms),
+        "--respawn-failed-workers",
+        application,
+    ]

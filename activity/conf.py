@@ -88,7 +88,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "ACTIVITY_TRACK_EXCLUDE_PATHS",
         ("/static/", "/media/", "/healthz", "/metrics", "/favicon.ico"),
-        "Path prefixes the middleware never tracks (comma-separated in the environment): static files, probes.",
+        "Path prefixes the middleware never tracks (comma-separated in the environment): static files, probes "
+        "(the app's own `healthz` and `metrics` never count, wherever the site mounts them).",
     ),
     Setting(
         "ACTIVITY_TRUSTED_PROXIES",

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
@@ -111,3 +116,38 @@ def member_api(member) -> APIClient:
     api = APIClient()
     api.force_authenticate(member)
     return api
+
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"  # the browser tests' screenshots
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# As Debian's chromium needs them here: no sandbox as root, and no background calls to Google.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Debian's chromium driven by Playwright. Without it the test is skipped with the install command,
+    unless ``ACTIVITY_REQUIRE_BROWSER`` is set (``.ci/run`` sets it after installing chromium): then it
+    fails."""
+    if not Path(CHROMIUM).exists():
+        message = "Debian's chromium is not installed (apt-get install chromium)"
+        if os.environ.get("ACTIVITY_REQUIRE_BROWSER"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are plain
+    # blocking calls all the same, so Django's async-safety guard is told so.
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

@@ -129,10 +129,10 @@ def test_actions_only_accept_post(admin_client, redis_client):
 @pytest.mark.django_db
 def test_dashboard_and_panel_show_the_stats_api_figures(at, admin_client):
     record_traffic(40, NOON)
-    admin_client.get(reverse("stats"))  # the admin's own first request counts them in too
+    admin_client.get(reverse("activity:stats"))  # the admin's own first request counts them in too
     page = admin_client.get(DASHBOARD)
     assert page.status_code == 200
-    api = admin_client.get(reverse("stats")).json()
+    api = admin_client.get(reverse("activity:stats")).json()
     shown = figures(page.content.decode())
     for name in STATS_FIGURES:
         assert shown[name] == api_figure(api, name), name

@@ -7,6 +7,7 @@ import json
 import pytest
 from django.contrib.auth.models import Permission
 from django.test import override_settings
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from activity import clock
@@ -214,6 +215,24 @@ class TestOperations:
         assert codes == [202, 202, 429]
         assert blocked["Retry-After"] == "30"  # the rest of the fixed window
         assert "throttled" in blocked.json()["detail"]
+
+
+@pytest.mark.urls("tests.host_site")
+def test_under_a_prefix_the_app_takes_none_of_the_sites_names_or_paths(client, staff_api, db):
+    assert (reverse("docs"), reverse("stats")) == ("/docs/", "/stats/")  # the site's own still
+    assert reverse("activity:stats") == "/activity/api/v1/stats/"
+    assert client.get("/docs/").content == b"<html><body>the site's own page</body></html>"
+    assert staff_api.get("/activity/api/v1/stats/").status_code == 200
+    assert client.get("/activity/healthz").json() == {"redis": "ok", "database": "ok"}
+    assert staff_api.get("/activity/metrics").status_code == 200
+    paths = client.get("/activity/api/v1/schema/?format=json").json()["paths"]
+    assert "/activity/api/v1/stats/" in paths
+    docs = client.get("/activity/api/v1/docs/").content
+    assert b'"/activity/api/v1/schema/"' in docs and b"/static/drf_spectacular_sidecar/" in docs
+    unknown = client.get("/activity/no-such-page/")
+    assert unknown.status_code == 404 and unknown.json()["detail"]  # the app's JSON 404 under its prefix
+    elsewhere = client.get("/no-such-page/")
+    assert elsewhere.status_code == 404 and not elsewhere["Content-Type"].startswith("application/json")
 
 
 # What a site's REST_FRAMEWORK may say; none of it changes the app's views (docs/api.md). The class

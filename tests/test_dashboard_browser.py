@@ -2,16 +2,11 @@
 server. Log in as staff, watch the live refresh bring new figures equal to ``GET /api/v1/stats/``,
 then open a user's activity page and find their session. Screenshots go to tests/artifacts/.
 
-Without chromium installed the test is skipped with the install command, unless
-``ACTIVITY_REQUIRE_BROWSER`` is set (``.ci/run`` sets it after installing chromium): then it fails.
+Without chromium installed the test is skipped, or fails under ``ACTIVITY_REQUIRE_BROWSER`` (the
+``browser`` fixture of conftest.py).
 """
 
 from __future__ import annotations
-
-import os
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,41 +14,12 @@ from activity import clock
 from activity.admin import dashboard
 from activity.events import Event
 from activity.services import flush, ingest
+from tests.conftest import ARTIFACTS
 from tests.test_admin import STATS_FIGURES, api_figure
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-# As Debian's chromium needs them here: no sandbox as root, and no background calls to Google.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PASSWORD = "correct horse battery staple"
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        message = "Debian's chromium is not installed (apt-get install chromium)"
-        if os.environ.get("ACTIVITY_REQUIRE_BROWSER"):
-            pytest.fail(message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are plain
-    # blocking calls all the same, so Django's async-safety guard is told so.
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def record(users: range, path_of) -> None:

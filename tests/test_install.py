@@ -1,7 +1,10 @@
 """The app as a site adopts it: build the sdist and the wheel, install the wheel in a fresh virtualenv
 beside a brand-new ``django-admin startproject`` site, follow the README's "Adding it to a site"
 section word for word, migrate, record a page view through the middleware, read it back through
-the API, and run one flush.
+the API under the prefix the README mounts it at, and run one flush. Then the site as it runs: its
+own ``runserver``, and a real Celery worker with beat (``celery -A mysite worker --beat``, as the
+README says) that flushes what the site records into the database; and the API's docs page and the
+dashboard in chromium, every file they load from the site itself.
 
 The site has a ``REST_FRAMEWORK`` of its own before it adopts the app, one the app must not depend
 on (``SITE_REST_FRAMEWORK``: anyone allowed, the browsable renderer first, pages of 2, no
@@ -12,35 +15,51 @@ The section's Python blocks are appended to the file their first line names and 
 run as written, in the site's directory, with the fresh virtualenv first on ``PATH``. Besides that
 ``REST_FRAMEWORK``, the one thing the test adds is where pip finds the package: a constraint
 pointing ``django-redis-activity`` at the wheel just built (and Django at the version this suite
-runs on, so a Django 4.2 run installs 4.2).
-The site reads ``REDIS_URL`` and ``ACTIVITY_KEY_PREFIX`` from the environment as the README's
-settings do, so it uses this run's Redis and key prefix. Needs PyPI (or a pip cache) for the
-dependencies: about a minute. Deselect with ``-m 'not install'``; CI runs it.
+runs on, so a Django 6.0 run installs 6.0).
+The site reads ``REDIS_URL``, ``ACTIVITY_KEY_PREFIX`` and ``CELERY_BROKER_URL`` from the environment
+as the README's settings do, so it uses this run's Redis and key prefix, and its Celery queue lives
+in the next database of that Redis, apart from the suite's. Needs PyPI (or a pip cache) for the
+dependencies. The browser test skips without chromium, as tests/test_dashboard_browser.py does.
+Deselect with ``-m 'not install'``; CI runs it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.error
+import urllib.request
 import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import django
 import pytest
 
 import activity
+from project.redis_server import free_port
+from tests.conftest import ARTIFACTS
 
 pytestmark = pytest.mark.install
 
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTION = "django-redis-activity"
 SITE = "mysite"
+OWNER, PASSWORD = "owner", "correct horse battery staple"  # the superuser of the running site
+# The flush runs every ACTIVITY_FLUSH_INTERVAL (10 s by default) once beat is up: two intervals and
+# the worker's start.
+FLUSH_WAIT_S = 40
 
 
 def readme_steps() -> list[tuple[str, str]]:
@@ -74,9 +93,69 @@ REST_FRAMEWORK = {
 }
 """
 
+
+@dataclass(frozen=True)
+class Site:
+    """The adopted site: its directory, the virtualenv it runs in, and that virtualenv's environment."""
+
+    path: Path
+    venv: Path
+    env: dict[str, str]
+    mount: str  # where the README's URLs step includes the app, "/activity/"
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    """The sdist, then the wheel built from it (python -m build's default), as a release makes them."""
+    dist = tmp_path_factory.mktemp("dist")
+    run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], ROOT, dict(os.environ))
+    return dist
+
+
+@pytest.fixture(scope="module")
+def site(dist, tmp_path_factory) -> Site:
+    """A fresh virtualenv and a startproject site that followed the README's steps, shared by the
+    module's tests: building and installing is most of their time."""
+    (wheel,) = dist.glob("*.whl")
+    tmp_path = tmp_path_factory.mktemp("adopter")
+    # pip takes the package from the wheel just built and the rest from the index.
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], tmp_path, dict(os.environ))
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text(f"{DISTRIBUTION} @ {wheel.as_uri()}\nDjango=={django.get_version()}\n")
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DJANGO_SETTINGS_MODULE", "PYTHONPATH", "VIRTUAL_ENV", "DATABASE_URL"}
+    }
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}", PIP_CONSTRAINT=str(constraints))
+    # The site as it was before: Django, and a project django-admin made.
+    run(["pip", "install", "--quiet", "Django"], tmp_path, env)
+    path = tmp_path / "site"
+    path.mkdir()
+    run(["django-admin", "startproject", SITE, str(path)], tmp_path, env)
+    with (path / SITE / "settings.py").open("a") as file:
+        file.write(SITE_REST_FRAMEWORK)
+
+    steps = readme_steps()
+    assert [language for language, _ in steps] == ["sh", "python", "python", "python", "python", "sh"]
+    for language, text in steps:
+        if language == "python":
+            target, body = text.split("\n", 1)
+            assert target.startswith(f"# {SITE}/"), target
+            with (path / target.removeprefix("# ")).open("a") as file:
+                file.write("\n" + body)
+        else:
+            for line in filter(None, text.splitlines()):
+                run(line, path, env)
+    (prefix,) = re.findall(r'path\("([^"]*)", include\("activity\.urls"\)\)', (path / SITE / "urls.py").read_text())
+    return Site(path, venv, env, f"/{prefix}")
+
+
 # Run in the site with the fresh virtualenv's Python: a signed-in superuser views a page, then reads
 # it back through the API with a token; then the API as others see it, under the site's
-# REST_FRAMEWORK: what the test checks is printed as JSON.
+# REST_FRAMEWORK, and the paths in and outside the app's prefix: what the test checks is printed as
+# JSON.
 VISIT = """
 import json, os, time
 import django
@@ -86,18 +165,22 @@ from django.test.utils import setup_test_environment
 setup_test_environment()  # lets the test client's host in
 from celery import current_app
 from django.contrib.auth import get_user_model
+from django.urls import reverse
 from rest_framework.authtoken.models import Token
 import activity
 
+mount = reverse("activity:healthz").removesuffix("healthz")
+API = f"{mount}api/v1/"
 user = get_user_model().objects.create_superuser("adopter", "adopter@example.com", "not-used")
 browser = Client(HTTP_USER_AGENT="Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0")
 browser.force_login(user)  # a person's browser: a request without a user agent counts as a bot
 page = browser.get("/admin/")
-api = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+token = Token.objects.create(user=user).key
+api = Client(HTTP_AUTHORIZATION=f"Token {token}")
 deadline = time.monotonic() + 10  # the middleware's batch goes within tracking.BATCH_MS (50 ms)
-while (session := api.get(f"/api/v1/users/{user.pk}/session/")).status_code == 404 and time.monotonic() < deadline:
+while (session := api.get(f"{API}users/{user.pk}/session/")).status_code == 404 and time.monotonic() < deadline:
     time.sleep(0.02)
-seen = api.get(f"/api/v1/users/{user.pk}/last-seen/")
+seen = api.get(f"{API}users/{user.pk}/last-seen/")
 
 def answer(response):
     return [response.status_code, response["Content-Type"], response.content.decode()[:200]]
@@ -106,23 +189,31 @@ member = Client()
 member.force_login(get_user_model().objects.create_user("member"))
 browser_accept = "text/html,application/xhtml+xml,*/*;q=0.8"
 refused = {
-    "anonymous": answer(Client().get("/api/v1/online/", HTTP_ACCEPT=browser_accept)),
-    "member": answer(member.get("/api/v1/online/", HTTP_ACCEPT=browser_accept)),
-    "unknown path": answer(api.get("/api/v1/no-such-route/")),
+    "anonymous": answer(Client().get(f"{API}online/", HTTP_ACCEPT=browser_accept)),
+    "member": answer(member.get(f"{API}online/", HTTP_ACCEPT=browser_accept)),
+    "unknown path": answer(api.get(f"{API}no-such-route/")),
+    "unknown path under the prefix": answer(api.get(f"{mount}no-such-page/")),
+}
+served = {
+    "healthz": answer(Client().get(f"{mount}healthz")),
+    "metrics": answer(api.get(f"{mount}metrics"))[:2],
+    "docs": answer(Client().get(f"{API}docs/"))[:2],
+    "outside the prefix": answer(api.get("/no-such-page/"))[:2],
 }
 views = [{"user": "walker", "path": f"/p{n}"} for n in range(3)]
-ingested = api.post("/api/v1/events/", {"events": views}, content_type="application/json").status_code
-walker = api.get("/api/v1/users/walker/session/").json()
-document = api.get("/api/v1/schema/?format=json").json()
+ingested = api.post(f"{API}events/", {"events": views}, content_type="application/json").status_code
+walker = api.get(f"{API}users/walker/session/").json()
+document = api.get(f"{API}schema/?format=json").json()
 
 from activity import clock  # a fixed moment mid-minute: the 121 requests share one window
 moment = time.time()
 moment += 30 - moment % 60
 clock.now = lambda: moment
 stranger = Client(REMOTE_ADDR="203.0.113.9")
-codes = [stranger.get("/api/v1/stats/").status_code for _ in range(121)]
-throttled = stranger.get("/api/v1/stats/")
+codes = [stranger.get(f"{API}stats/").status_code for _ in range(121)]
+throttled = stranger.get(f"{API}stats/")
 print(json.dumps({
+    "mount": mount,
     "pk": str(user.pk),
     "page": page.status_code,
     "session": [session.status_code, session.json()],
@@ -130,17 +221,15 @@ print(json.dumps({
     "app_from": activity.__file__,
     "tasks": sorted(name for name in current_app.tasks if name.startswith("activity.")),
     "refused": refused,
+    "served": served,
     "pages": [ingested, walker["count"], len(walker["results"]), walker["next"]],
-    "x-permission": document["paths"]["/api/v1/stats/"]["get"].get("x-permission"),
+    "x-permission": document["paths"][f"{API}stats/"]["get"].get("x-permission"),
     "throttle": [codes.count(401), codes[-1], answer(throttled), throttled.get("Retry-After")],
 }))
 """
 
 
-def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, redis_client):
-    # The sdist, then the wheel built from it (python -m build's default), as a release makes them.
-    dist = tmp_path / "dist"
-    run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], ROOT, dict(os.environ))
+def test_the_wheel_installs_into_a_new_site_by_the_readme(dist, site, redis_client):
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
     with zipfile.ZipFile(wheel) as archive:
@@ -154,40 +243,10 @@ def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, redis_client
         "activity/migrations/0001_initial.py" in names and "activity/templates/admin/activity/dashboard.html" in names
     )
 
-    # A fresh virtualenv; pip takes the package from the wheel just built and the rest from the index.
-    venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", str(venv)], tmp_path, dict(os.environ))
-    constraints = tmp_path / "constraints.txt"
-    constraints.write_text(f"{DISTRIBUTION} @ {wheel.as_uri()}\nDjango=={django.get_version()}\n")
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"DJANGO_SETTINGS_MODULE", "PYTHONPATH", "VIRTUAL_ENV", "DATABASE_URL"}
-    }
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}", PIP_CONSTRAINT=str(constraints))
-    # The site as it was before: Django, and a project django-admin made.
-    run(["pip", "install", "--quiet", "Django"], tmp_path, env)
-    site = tmp_path / "site"
-    site.mkdir()
-    run(["django-admin", "startproject", SITE, str(site)], tmp_path, env)
-    with (site / SITE / "settings.py").open("a") as file:
-        file.write(SITE_REST_FRAMEWORK)
-
-    steps = readme_steps()
-    assert [language for language, _ in steps] == ["sh", "python", "python", "python", "python", "sh"]
-    for language, text in steps:
-        if language == "python":
-            target, body = text.split("\n", 1)
-            assert target.startswith(f"# {SITE}/"), target
-            with (site / target.removeprefix("# ")).open("a") as file:
-                file.write("\n" + body)
-        else:
-            for line in filter(None, text.splitlines()):
-                run(line, site, env)
-
-    visit = run(["python", "-c", VISIT], site, {**env, "DJANGO_SETTINGS_MODULE": f"{SITE}.settings"})
+    visit = run(["python", "-c", VISIT], site.path, {**site.env, "DJANGO_SETTINGS_MODULE": f"{SITE}.settings"})
     found = json.loads(visit.strip().splitlines()[-1])
-    assert found["app_from"].startswith(str(venv))  # the wheel's copy, not this checkout
+    assert found["mount"] == site.mount == "/activity/"  # under a prefix, as the README mounts it
+    assert found["app_from"].startswith(str(site.venv))  # the wheel's copy, not this checkout
     assert found["page"] == 200
     status, session = found["session"]
     assert status == 200 and [view["path"] for view in session["results"]] == ["/admin/"]
@@ -196,9 +255,17 @@ def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, redis_client
     assert {"activity.flush", "activity.prune", "activity.sweep", "activity.rollup_day"} <= set(found["tasks"])
     assert redis_client.exists(f"{os.environ['ACTIVITY_KEY_PREFIX']}{{ls}}:seen")  # this run's Redis and prefix
 
+    # Under the prefix: the probes, the docs page, and the app's JSON 404; outside it, the site's own.
+    served = found["served"]
+    status, content_type, body = served["healthz"]
+    assert (status, content_type, json.loads(body)) == (200, "application/json", {"redis": "ok", "database": "ok"})
+    assert served["metrics"] == [200, "text/plain; charset=utf-8"]  # Prometheus' text format
+    assert served["docs"] == [200, "text/html; charset=utf-8"]
+    assert served["outside the prefix"] == [404, "text/html; charset=utf-8"]  # Django's debug 404
+
     # The site's REST_FRAMEWORK changed nothing: permissions, JSON errors, page sizes, throttles.
     refused = found["refused"]
-    assert [refused[who][0] for who in ("anonymous", "member", "unknown path")] == [401, 403, 404]
+    assert [status for status, _, _ in refused.values()] == [401, 403, 404, 404]
     for status, content_type, body in refused.values():
         assert content_type == "application/json" and json.loads(body)["detail"], (status, body)
     assert found["pages"] == [202, 3, 3, None]  # the session's own page size (20), not the site's 2
@@ -208,12 +275,143 @@ def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, redis_client
     assert content_type == "application/json" and "throttled" in json.loads(body)["detail"]
     assert 0 < int(retry_after) <= 30
 
-    out = run(["python", "manage.py", "activity_flush"], site, env)
+    out = run(["python", "manage.py", "activity_flush"], site.path, site.env)
     assert out.strip().startswith("activity_flush: 2 rows written in 1 batch;")  # the adopter, and walker
-    with sqlite3.connect(site / "db.sqlite3") as db:
-        rows = db.execute(
-            "SELECT user_id, account_id, last_seen FROM activity_useractivity ORDER BY user_id"
-        ).fetchall()
+    rows = flushed_rows(site)
     assert [(user_id, str(account)) for user_id, account, _ in rows] == [(found["pk"], found["pk"]), ("walker", "None")]
     flushed = dt.datetime.fromisoformat(rows[0][2]).replace(tzinfo=dt.UTC).timestamp()
     assert seen["ts"] <= flushed < seen["ts"] + 60  # the API read itself is the user's latest activity
+
+
+def flushed_rows(site: Site, user_id: str | None = None) -> list[tuple[str, int | None, str]]:
+    """The site's UserActivity rows (all, or ``user_id``'s): (user_id, account_id, last_seen)."""
+    query = "SELECT user_id, account_id, last_seen FROM activity_useractivity"
+    with sqlite3.connect(site.path / "db.sqlite3", timeout=10) as db:
+        if user_id is None:
+            return db.execute(f"{query} ORDER BY user_id").fetchall()
+        return db.execute(f"{query} WHERE user_id = ?", (user_id,)).fetchall()
+
+
+def next_database(url: str) -> str:
+    """``url``'s Redis, its next database: the site's Celery queue (``celery``) beside nothing of the
+    suite's, which uses the run's own queue in the store's database."""
+    parts = urlsplit(url)
+    database = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{(database + 1) % 16}"))
+
+
+def start(command: list[str], site: Site, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """``command`` in the site, in a process group of its own, so stopping it takes its children too."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            command, cwd=site.path, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def stop(process: subprocess.Popen) -> int | None:
+    """SIGTERM (a worker's warm shutdown), then SIGKILL for whatever of its group is left: nothing it
+    started outlives the test. Its exit code, or None when it had to be killed."""
+    code = process.poll()
+    if code is None:
+        process.terminate()
+        try:
+            code = process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            code = None
+    with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+    return code
+
+
+@dataclass(frozen=True)
+class Served:
+    """The site running: its server's URL, a token of its superuser, and its Celery worker."""
+
+    url: str
+    token: str
+    worker: subprocess.Popen
+    worker_log: Path
+
+
+@pytest.fixture(scope="module")
+def served(site) -> Iterator[Served]:
+    """The site's own ``runserver`` (DEBUG, as startproject made it, so it serves the static files) and
+    ``celery -A mysite worker --beat``, both from the virtualenv, both stopped in the end."""
+    env = {**site.env, "CELERY_BROKER_URL": next_database(site.env["REDIS_URL"])}
+    url = f"http://127.0.0.1:{free_port()}"
+    logs = site.path.parent
+    processes = []
+    try:
+        worker_log = logs / "worker.log"
+        worker = start(["celery", "-A", SITE, "worker", "--beat", "--loglevel", "INFO"], site, env, worker_log)
+        processes.append(worker)
+        server = ["python", "manage.py", "runserver", "--noreload", url.removeprefix("http://")]
+        processes.append(start(server, site, env, logs / "runserver.log"))
+        superuser = f"createsuperuser --noinput --username {OWNER} --email {OWNER}@example.com"
+        run(f"python manage.py {superuser}", site.path, {**env, "DJANGO_SUPERUSER_PASSWORD": PASSWORD})
+        token = run(["python", "manage.py", "drf_create_token", OWNER], site.path, env).split()[2]
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}{site.mount}healthz", timeout=1):
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.monotonic() < deadline, (logs / "runserver.log").read_text()
+                time.sleep(0.1)
+        yield Served(url, token, worker, worker_log)
+    finally:
+        for process in processes:
+            stop(process)
+
+
+def test_the_docs_page_and_the_dashboard_load_everything_from_the_site(site, served, browser):
+    ARTIFACTS.mkdir(exist_ok=True)
+    context = browser.new_context(viewport={"width": 1400, "height": 1100})
+    page = context.new_page()
+    requested, failed = [], []
+    page.on("request", lambda request: requested.append(request.url))
+    page.on("requestfailed", lambda request: failed.append((request.url, request.failure)))
+    page.on("response", lambda response: response.status >= 400 and failed.append((response.url, response.status)))
+    try:
+        page.goto(f"{served.url}/admin/login/?next=/admin/")
+        page.fill("#id_username", OWNER)
+        page.fill("#id_password", PASSWORD)
+        page.click("input[type=submit]")
+        page.click("text=Activity dashboard")  # linked from the site's own admin index
+        page.wait_for_selector("#activity-panel .activity-charts svg")
+        assert page.locator("#activity-panel .activity-charts svg").count() == 2  # daily actives, page views
+        page.screenshot(path=str(ARTIFACTS / "install-dashboard.png"), full_page=True)
+
+        page.goto(f"{served.url}{site.mount}api/v1/docs/")
+        page.wait_for_selector(".swagger-ui .info", state="visible")
+        assert "Activity tracking service" in page.text_content(".swagger-ui .info")
+        page.wait_for_selector(f'.opblock-summary-path[data-path="{site.mount}api/v1/stats/"]')
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(ARTIFACTS / "install-docs.png"), full_page=True)
+    finally:
+        context.close()
+    assert failed == []
+    assert {url.split("/", 3)[2] for url in requested} == {served.url.removeprefix("http://")}  # no CDN
+    assert any("/static/drf_spectacular_sidecar/swagger-ui-dist/" in url for url in requested)
+
+
+# After the browser's test, which runs while beat counts down to its first flush.
+def test_a_celery_worker_with_beat_flushes_what_the_site_records(site, served, redis_client):
+    events = json.dumps({"events": [{"user": "beat-walker", "path": "/pricing"}]}).encode()
+    request = urllib.request.Request(
+        f"{served.url}{site.mount}api/v1/events/",
+        data=events,
+        headers={"Authorization": f"Token {served.token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status == 202
+    deadline = time.monotonic() + FLUSH_WAIT_S
+    while not (rows := flushed_rows(site, "beat-walker")):
+        assert served.worker.poll() is None, served.worker_log.read_text()
+        assert time.monotonic() < deadline, f"no flush in {FLUSH_WAIT_S} s:\n{served.worker_log.read_text()}"
+        time.sleep(0.2)
+    assert rows[0][1] is None  # an id of no Django user
+    assert stop(served.worker) == 0, served.worker_log.read_text()  # a warm shutdown, beat with it
+    log = served.worker_log.read_text()
+    assert re.search(r"Task activity\.flush\[[\w-]+\] succeeded", log), log

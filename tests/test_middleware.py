@@ -36,6 +36,17 @@ def test_healthz_is_not_tracked(browser, redis_client):
     assert redis_client.exists(keys.last_seen()) == 0
 
 
+@pytest.mark.urls("tests.host_site")
+def test_the_apps_probes_are_not_tracked_under_a_prefix_either(browser, redis_client):
+    with CommandDelta(redis_client) as delta:
+        browser.get("/activity/healthz")
+        browser.get("/activity/metrics")
+    assert delta.calls["evalsha"] == 0
+    assert redis_client.exists(keys.last_seen()) == 0
+    browser.get("/docs/")  # a page of the site's own is tracked
+    assert redis_client.exists(keys.last_seen()) == 1
+
+
 def test_anonymous_without_consent_costs_nothing(redis_client, db):
     with override_settings(ACTIVITY_VISITOR_COOKIES=False), CommandDelta(redis_client) as delta:
         assert Client().get("/pricing").status_code == 200

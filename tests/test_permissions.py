@@ -208,13 +208,16 @@ def test_every_route_and_admin_page_needs_its_one_permission(name, db, redis_cli
 
     walked = {}
     for route, call in API.items():
-        url = reverse(route, kwargs={key: value.format(**named) for key, value in call.kwargs.items()}) + call.query
+        url = (
+            reverse(f"activity:{route}", kwargs={key: value.format(**named) for key, value in call.kwargs.items()})
+            + call.query
+        )
         answer = getattr(api, call.method)(url, call.body, format="json")
         walked[route] = (answer.status_code, expected_api(role, call.needs, call.success))
         if answer.status_code >= 400:
             assert answer["Content-Type"] == "application/json", route
         if call.own and user is not None:  # one's own data, whatever the permissions
-            own = getattr(api, call.method)(reverse(route, kwargs={"user": str(user.pk)}))
+            own = getattr(api, call.method)(reverse(f"activity:{route}", kwargs={"user": str(user.pk)}))
             walked[f"{route} (own)"] = (own.status_code, call.success)
     for page_name, page in admin_pages(rollup).items():
         answer = getattr(browser, page.method)(reverse(f"admin:{page_name}", args=page.args), page.data)
@@ -240,7 +243,7 @@ def test_the_document_names_each_operations_permission(client, db):
     found = {}
     for route, call in API.items():
         kwargs = {key: f"{{{key}}}" for key in call.kwargs}
-        path = reverse(route, kwargs=kwargs).replace("%7B", "{").replace("%7D", "}")
+        path = reverse(f"activity:{route}", kwargs=kwargs).replace("%7B", "{").replace("%7D", "}")
         operation = document["paths"].get(path, {}).get(call.method)
         if operation is None:
             continue  # not an operation of the document: the schema, the docs page, metrics, healthz

@@ -367,11 +367,11 @@ def test_signed_in_user_gets_no_cookie_and_one_round_trip(at, staff, round_trips
 
 
 def test_stats_needs_staff_and_has_the_api_shape(at, member_api, staff_api):
-    assert APIClient().get(reverse("stats")).status_code == 401
-    assert member_api.get(reverse("stats")).status_code == 403
+    assert APIClient().get(reverse("activity:stats")).status_code == 401
+    assert member_api.get(reverse("activity:stats")).status_code == 403
     ingest.record_events([Event(user="1", ts=NOON - 10), Event(user="ann", ts=NOON)])
     visit(visitor_id(7))
-    response = staff_api.get(reverse("stats"))
+    response = staff_api.get(reverse("activity:stats"))
     assert response.status_code == 200
     assert response.json() == {
         "online": 2,

@@ -56,7 +56,7 @@ def panel_context() -> dict[str, Any]:
         "views_chart": charts.bar_chart(
             "Daily page views", [(d.day, d.page_views) for d in found.days], highlight=today
         ),
-        "report_url": reverse("report", kwargs={"name": "most-active"}),
+        "report_url": reverse("activity:report", kwargs={"name": "most-active"}),
     }
 
 

@@ -12,6 +12,7 @@ import logging
 import re
 import secrets
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.conf import settings as django_settings
 from django.core.signing import BadSignature, Signer
@@ -38,11 +39,26 @@ TRACK_STATUSES = range(200, 400)
 PAGE_CONTENT_TYPES = ("text/html",)
 VISITOR_COOKIE_NAME = "act_vid"
 VISITOR_COOKIE_AGE = 365 * 86400
+# Set on a view that is never activity, read from the request's resolved view as Django reads
+# ``csrf_exempt``.
+UNTRACKED = "activity_untracked"
+
+View = TypeVar("View", bound=Callable[..., Any])
+
+
+def untracked(view: View) -> View:
+    """``view`` never counts as activity: the app's probes (``healthz``, ``metrics``) wherever the site
+    mounts them, which a path in ``ACTIVITY_TRACK_EXCLUDE_PATHS`` covers only at the root."""
+    setattr(view, UNTRACKED, True)
+    return view
 
 
 def tracks_request(request: HttpRequest) -> bool:
-    """Whether requests like this one count as activity (method and path filters)."""
-    return request.method in TRACK_METHODS and not request.path.startswith(conf.settings.TRACK_EXCLUDE_PATHS)
+    """Whether requests like this one count as activity (method, path and view filters)."""
+    if request.method not in TRACK_METHODS or request.path.startswith(conf.settings.TRACK_EXCLUDE_PATHS):
+        return False
+    match = getattr(request, "resolver_match", None)
+    return not getattr(getattr(match, "func", None), UNTRACKED, False)
 
 
 def is_tracked(request: HttpRequest, response: HttpResponse) -> bool:

@@ -17,5 +17,5 @@ urlpatterns = [
     path("reports/<str:name>/", views.ReportView.as_view(), name="report"),
     path("groups/<str:group_id>/members/", views.GroupMembersView.as_view(), name="group-members"),
     path("schema/", SchemaView.as_view(), name="schema"),
-    path("docs/", DocsView.as_view(url_name="schema"), name="docs"),
+    path("docs/", DocsView.as_view(url_name="activity:schema"), name="docs"),
 ]

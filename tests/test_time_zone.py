@@ -3,6 +3,7 @@ the local day of its event, cut at local midnight, on days of 23, 23.5, 24, 24.5
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from collections import Counter
@@ -18,7 +19,7 @@ from django.urls import reverse
 from activity import calendar, clock
 from activity.events import Event
 from activity.models import DailyRollup
-from activity.services import audience, ingest, privacy, recommendations, sessions
+from activity.services import audience, ingest, privacy, recommendations, reports, sessions
 from activity.store import keys
 from activity.store.keys import KEEP_DAYS
 
@@ -121,8 +122,14 @@ def test_each_figure_lands_on_the_local_day_of_its_event(case, at, redis_client,
             assert found["first_visit"] == first.isoformat()
             assert sorted(found["active_days"]) == sorted({d.isoformat() for _, u, _, d in events if u == user})
 
-        for ts, shown in ((end - 0.5, day), (end + 0.5, after)):  # the dashboard's "today" and live bar
+        for ts, shown in ((end - 0.5, day), (end + 0.5, after)):  # the reports', the dashboard's "today"
             at(ts)
+            viewers = {
+                "day": {u for _, u, _, d in events if d == shown},
+                "week": {u for _, u, _, d in events if week_of(d) == week_of(shown)},
+            }
+            for name, period in itertools.product(("most-active", "active-by-name"), viewers):
+                assert {row["user"] for row in reports.page(name, period, 1, 10)[0].rows} == viewers[period]
             html = admin_client.get(PANEL).json()["html"]
             assert re.search(r'data-day="([0-9-]+)" data-time-zone="([^"]+)"', html).groups() == (
                 shown.isoformat(),

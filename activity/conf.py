@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
@@ -132,6 +133,13 @@ SETTINGS: tuple[Setting, ...] = (
         "(JSON in the environment).",
     ),
     Setting(
+        "ACTIVITY_TIME_ZONE",
+        "",
+        "The IANA zone (`Europe/Berlin`) whose local midnight cuts every day, week and month: DAU/WAU/MAU, "
+        "first visits, page statistics, reports, rollups, the dashboard; empty: Django's `TIME_ZONE`. Days "
+        "already begun keep their keys (see below).",
+    ),
+    Setting(
         "ACTIVITY_TRANSITIONS",
         True,
         "Count page transitions (next-page picks, recommendations, the dashboard's 'where next'); off saves "
@@ -178,6 +186,8 @@ def _coerce(setting: Setting, value: Any) -> Any:
         return bool(value)
     if setting.name in _PATTERNS:
         return tuple(pattern for pattern in ([value] if isinstance(value, str) else value) if pattern)
+    if setting.name == "ACTIVITY_TIME_ZONE":
+        return _zone(value)
     if isinstance(default, dict):
         return _rates(default, json.loads(value) if isinstance(value, str) else value)
     if setting.name in _TUPLES:
@@ -196,6 +206,17 @@ def _rates(default: dict[str, str], given: Any) -> dict[str, str | None]:
     return rates
 
 
+def _zone(name: Any) -> ZoneInfo:
+    """The zone ``name`` names; empty: the one of Django's ``TIME_ZONE`` (UTC when that is None)."""
+    name = name or django_settings.TIME_ZONE or "UTC"
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"{name!r} is not a time zone of the IANA database (a name such as 'Europe/Berlin' or 'UTC')"
+        ) from None
+
+
 class _Settings:
     """``conf.settings.ONLINE_WINDOW``: a value read once becomes an attribute, so the dozens of
     reads a request makes are plain attribute reads."""
@@ -209,9 +230,14 @@ class _Settings:
 settings = _Settings()
 
 
+# Django's settings some of ours default to: a change of one is a change of the other.
+_FOLLOWS = {"TIME_ZONE": "ACTIVITY_TIME_ZONE"}
+
+
 def _forget(*, setting: str, **kwargs: Any) -> None:
-    _cache.pop(setting, None)
-    vars(settings).pop(setting.removeprefix("ACTIVITY_"), None)
+    for name in (setting, _FOLLOWS.get(setting, setting)):
+        _cache.pop(name, None)
+        vars(settings).pop(name.removeprefix("ACTIVITY_"), None)
 
 
 setting_changed.connect(_forget)

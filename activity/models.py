@@ -56,7 +56,8 @@ class Dashboard(UserActivity):
 
 
 class DailyRollup(models.Model):
-    """One UTC day's audience figures, written by the rollup job after the day ends (idempotent)."""
+    """One local day's audience figures (the calendar's zone, ``activity.calendar``), written by the
+    rollup job after the day ends (idempotent)."""
 
     day = models.DateField(unique=True)
     active_users = models.PositiveIntegerField(default=0)
@@ -68,6 +69,9 @@ class DailyRollup(models.Model):
         default=0, help_text="Requests counted as bots: a crawler's user agent, or none."
     )
     machine_requests = models.PositiveBigIntegerField(default=0, help_text="Requests authenticated by an API token.")
+    time_zone = models.CharField(
+        max_length=64, help_text="The zone whose local midnights bound this day, as of the row's last rollup."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

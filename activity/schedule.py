@@ -32,12 +32,13 @@ def maintenance() -> dict[str, dict[str, Any]]:
 
 
 def rollup() -> dict[str, dict[str, Any]]:
-    # Five minutes after midnight UTC, so late events of the day are in; a second pass at 01:05
-    # harvests stragglers (reruns only add).
+    # Every hour at :05 (Celery's zone): whatever the calendar's zone and its offset (+5:45, a DST
+    # change), yesterday's rollup runs within an hour of its local midnight, late events in; the
+    # later passes harvest stragglers (reruns only add), each a few bounded commands.
     return {
         "activity-rollup-previous-day": {
             "task": "activity.rollup_day",
-            "schedule": crontab(minute=5, hour="0,1"),
+            "schedule": crontab(minute=5),
             "options": {"expires": 3600},
         }
     }

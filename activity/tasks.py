@@ -112,7 +112,7 @@ def rebuild_report(name: str, period: str = "day") -> dict[str, str]:
 
 @shared_task(name="activity.rollup_day", **while_redis_is_away(max_retries=10))
 def rollup_day(day: str | None = None) -> dict[str, Any]:
-    """Roll up ``day`` (ISO date; default: yesterday, UTC) into its ``DailyRollup`` row."""
+    """Roll up ``day`` (ISO date; default: yesterday in the calendar's zone) into its ``DailyRollup`` row."""
     target = date.fromisoformat(day) if day else calendar.today() - timedelta(days=1)
     row = audience.rollup_day(target)
     if row is None:

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace, url: str, started: float, redis_nice: int) -> 
     """Seed, measure the loads side by side, and write the results."""
     from activity import clock, conf
 
-    # One day, week and month for the whole run, even across midnight UTC.
+    # One day, week and month for the whole run, even across local midnight.
     now = clock.now()
     clock.now = lambda: now
     raw = _client(url, decode_responses=True)

@@ -244,10 +244,11 @@ def test_rollup_refuses_future_and_expired_days(at):
         audience.rollup_day(date(2026, 11, 23) - timedelta(days=keys.KEEP_DAYS + 1))
 
 
-def test_rollup_beat_runs_after_midnight_utc_and_expires():
+def test_rollup_beat_runs_hourly_so_after_any_local_midnight_and_expires():
     for entry in rollup_schedule().values():
         assert entry["task"] == "activity.rollup_day"
         assert entry["schedule"].minute == {5}
+        assert entry["schedule"].hour == set(range(24))
         assert entry["options"]["expires"] <= 3600
 
 

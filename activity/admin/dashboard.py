@@ -22,7 +22,7 @@ from kombu.exceptions import OperationalError
 from activity import permissions
 from activity.admin import charts, figures
 from activity.admin.rows import ReadOnlyAdmin
-from activity.calendar import utc
+from activity.calendar import utc, zone_name
 from activity.models import Dashboard
 from activity.services import reports
 
@@ -50,6 +50,7 @@ def panel_context() -> dict[str, Any]:
     return {
         "overview": found,
         "generated_at": utc(found.generated_at),
+        "time_zone": zone_name(),
         "active_chart": charts.bar_chart(
             "Daily active users", [(d.day, d.active_users) for d in found.days], highlight=today
         ),

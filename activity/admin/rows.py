@@ -36,7 +36,7 @@ class SeenFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
         return [
             ("online", "Online now"),
-            ("today", "Today (UTC)"),
+            ("today", "Today"),
             ("week", "This week"),
             ("dormant", f"Dormant {DORMANT_DAYS}+ days"),
         ]
@@ -158,5 +158,5 @@ class UserActivityAdmin(ReadOnlyAdmin):
 
 @admin.register(DailyRollup)
 class DailyRollupAdmin(ReadOnlyAdmin):
-    list_display = ("day", *audience.ROLLUP_FIGURES, "updated_at")
+    list_display = ("day", *audience.ROLLUP_FIGURES, "time_zone", "updated_at")
     date_hierarchy = "day"

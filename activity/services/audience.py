@@ -103,9 +103,10 @@ def rollup_days(first: date, last: date) -> list[date]:
 
 
 def rollup_day(day: date) -> DailyRollup | None:
-    """Write ``day``'s figures to its ``DailyRollup`` row; None when another run holds the day's
-    lock. Safe to retry: the row gets the harvest accumulators' totals, so a run that dies between
-    the harvest and the write loses nothing, and a rerun writes the same or later figures."""
+    """Write ``day``'s figures to its ``DailyRollup`` row, with the calendar zone they were cut in;
+    None when another run holds the day's lock. Safe to retry: the row gets the harvest
+    accumulators' totals, so a run that dies between the harvest and the write loses nothing, and a
+    rerun writes the same or later figures."""
     now = clock.now()
     _check_rollup_day(day, now)
     with locks.exclusive(f"rollup:{calendar.day_name(day)}", ROLLUP_LOCK_TTL) as acquired:
@@ -123,12 +124,13 @@ def rollup_day(day: date) -> DailyRollup | None:
             unique_visitors=found.anonymous + found.active,
             bot_requests=found.bots,
             machine_requests=found.machines,
+            time_zone=calendar.zone_name(),
             updated_at=timezone.now(),
         )
         DailyRollup.objects.bulk_create(
             [row],
             update_conflicts=True,
             unique_fields=["day"],
-            update_fields=[*ROLLUP_FIGURES, "updated_at"],
+            update_fields=[*ROLLUP_FIGURES, "time_zone", "updated_at"],
         )
         return DailyRollup.objects.get(day=day)

@@ -41,7 +41,7 @@ REGISTRY: dict[str, Report] = {
     for report in (
         Report(
             "most-active",
-            "Users ranked by page views in the period (UTC day, or ISO week with period=week), top N.",
+            "Users ranked by page views in the period (the local day, or ISO week with period=week), top N.",
             ranked=True,
         ),
         Report(

@@ -39,15 +39,15 @@ def current(user: str) -> list[tuple[str, float]]:
 
 
 def started(day: date) -> int:
-    """Navigation sessions started on ``day`` (UTC), while its statistics are kept."""
+    """Navigation sessions started on ``day`` (local, ``activity.calendar``), while its statistics are kept."""
     return store.day_counts(get_client(), day)[0]
 
 
 def page_views(day: date) -> int:
-    """Page views recorded on ``day`` (UTC), while its statistics are kept."""
+    """Page views recorded on ``day`` (local), while its statistics are kept."""
     return store.day_counts(get_client(), day)[1]
 
 
 def top_paths(day: date, n: int = 10) -> list[tuple[str, int]]:
-    """The ``n`` most viewed paths on ``day`` (UTC) with their view counts, most viewed first."""
+    """The ``n`` most viewed paths on ``day`` (local) with their view counts, most viewed first."""
     return store.top_paths(get_client(), day, n)

@@ -347,7 +347,7 @@ def display_name_pattern() -> str:
 
 @family("{pv}:started:<day>", "string", _page_stats())
 def sessions_started(day: str) -> str:
-    """String counter: sessions started on ``day`` (YYYYMMDD, UTC)."""
+    """String counter: sessions started on ``day`` (YYYYMMDD, local)."""
     return f"{prefix()}{PV_TAG}:started:{day}"
 
 

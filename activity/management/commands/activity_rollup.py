@@ -22,8 +22,8 @@ def iso_day(text: str) -> date:
 
 class Command(JobCommand):
     help = (
-        "Recompute the DailyRollup rows of the UTC days from --from to --to (included), from the figures "
-        "Redis still holds (the last 35 days). Each day is written whole; rerunning a day is harmless."
+        "Recompute the DailyRollup rows of the days (in the calendar's zone) from --from to --to (included), "
+        "from the figures Redis still holds (the last 35 days). Each day is written whole; rerunning a day is harmless."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -242,14 +242,16 @@ class StatsSerializer(serializers.Serializer):
     """Response shape of ``GET /api/v1/stats/`` (schema only: the service builds the body)."""
 
     online = serializers.IntegerField(help_text="Users seen within the online window.")
-    active = PeriodCountsSerializer(help_text="Active users today / this ISO week / this month (UTC), exact.")
+    active = PeriodCountsSerializer(
+        help_text="Active users today / this ISO week / this month (in ACTIVITY_TIME_ZONE), exact."
+    )
     new_visitors = DayCountSerializer(help_text="Visitors whose first visit ever was today.")
     unique_visitors = PeriodCountsSerializer(
         help_text="Distinct visitors: anonymous ones (HyperLogLog estimate) plus the active users."
     )
     bots = DayCountSerializer(help_text="Requests today from crawlers or without a user agent (not visitors).")
     machines = DayCountSerializer(help_text="Requests today authenticated by an API token (not active users).")
-    day = serializers.DateField(help_text="The UTC day the figures are for.")
+    day = serializers.DateField(help_text="The day the figures are for, in ACTIVITY_TIME_ZONE.")
 
 
 class PageQuerySerializer(_PageSizeSerializer):
@@ -265,7 +267,10 @@ class SessionQuerySerializer(PageQuerySerializer):
 
 class ReportQuerySerializer(PageQuerySerializer):
     period = serializers.ChoiceField(
-        choices=PERIODS, required=False, default="day", help_text="UTC day (default) or ISO week."
+        choices=PERIODS,
+        required=False,
+        default="day",
+        help_text="The day (default) or ISO week, in ACTIVITY_TIME_ZONE.",
     )
 
 
@@ -420,6 +425,8 @@ class ExportSerializer(serializers.Serializer):
         allow_null=True,
         help_text="Retained days the user was active; null for an id counted by HyperLogLog, which cannot tell.",
     )
-    first_visit = serializers.DateField(allow_null=True, help_text="The day of the first visit ever (UTC).")
+    first_visit = serializers.DateField(
+        allow_null=True, help_text="The day of the first visit ever, in the zone of that day."
+    )
     erased_until = serializers.CharField(allow_null=True, help_text="Set while a recent erase keeps the id tombstoned.")
     database = ExportRowSerializer(allow_null=True, help_text="The flushed row.")

@@ -1,7 +1,8 @@
 """``manage.py activity_demo``: its traffic goes through the service's own write path into the
 real Redis and database, and every figure the dashboard and the API show is there afterwards
 (active users on past days, page views, sessions with next pages, groups with members, bots, API
-calls and tokens); a rerun reuses its users; the same seed makes the same traffic."""
+calls and tokens); a rerun reuses its users; the same seed makes the same traffic. And the example
+project's front door: ``/`` leads to the dashboard, the admin's "View site" to a page that answers."""
 
 from __future__ import annotations
 
@@ -167,3 +168,16 @@ def test_usernames_are_distinct_and_stable():
     names = [demo.username(n) for n in range(demo.MAX_USERS)]
     assert len(set(names)) == demo.MAX_USERS
     assert names[:2] == ["demo.ada.hopper", "demo.alan.hopper"]
+
+
+@pytest.mark.django_db
+def test_the_front_page_leads_to_the_dashboard_and_view_site_answers(admin_client, client):
+    home = client.get("/")
+    assert (home.status_code, home["Location"]) == (302, DASHBOARD)
+    assert client.get(DASHBOARD).status_code == 302  # signed out: the admin's login first
+    assert admin_client.get("/", follow=True).redirect_chain == [(DASHBOARD, 302)]
+    site_url = admin_client.get(reverse("admin:index")).context["site_url"]
+    assert site_url == reverse("docs")
+    assert client.get(site_url).status_code == 200
+    unknown = client.get("/no-such-page/")
+    assert (unknown.status_code, unknown["Content-Type"]) == (404, "application/json")

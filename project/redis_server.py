@@ -154,9 +154,15 @@ class PrivateRedis:
             self._lock = None
 
     def _end(self) -> None:
+        """SIGTERM, then SIGKILL if it still runs after a while: Redis gives up a SIGTERM it cannot
+        honour (it refuses to exit while it writes the first AOF of an ``appendonly`` just turned on)."""
         if self.process and self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(timeout=30 if self.persistent else 10)  # a last RDB snapshot
+            try:
+                self.process.wait(timeout=30 if self.persistent else 5)  # a last RDB snapshot
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
         self._release_dir()
 
     def stop(self) -> None:

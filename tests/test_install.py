@@ -14,8 +14,11 @@ run as written, in the site's directory, with the fresh virtualenv first on ``PA
 pointing ``django-redis-activity`` at the wheel just built (and Django at the version this suite
 runs on, so a Django 4.2 run installs 4.2).
 The site reads ``REDIS_URL`` and ``ACTIVITY_KEY_PREFIX`` from the environment as the README's
-settings do, so it uses this run's Redis and key prefix. Needs PyPI (or a pip cache) for the
-dependencies: about a minute. Deselect with ``-m 'not install'``; CI runs it.
+settings do, so it uses this run's key prefix and a Redis of the test's own set up as the loss budget
+asks (AOF and RDB on: ``make run``'s kind): step 5's ``check --fail-level WARNING`` fails on a Redis
+that keeps nothing on disk (``activity.W004``), such as the run's own, and the test shows that too.
+Needs PyPI (or a pip cache) for the dependencies: about a minute. Deselect with ``-m 'not install'``;
+CI runs it.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ from pathlib import Path
 
 import django
 import pytest
+import redis
 
 import activity
+from project.redis_server import PrivateRedis
 
 pytestmark = pytest.mark.install
 
@@ -137,7 +142,7 @@ print(json.dumps({
 """
 
 
-def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, redis_client):
+def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, request):
     # The sdist, then the wheel built from it (python -m build's default), as a release makes them.
     dist = tmp_path / "dist"
     run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], ROOT, dict(os.environ))
@@ -165,6 +170,9 @@ def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, redis_client
         if key not in {"DJANGO_SETTINGS_MODULE", "PYTHONPATH", "VIRTUAL_ENV", "DATABASE_URL"}
     }
     env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}", PIP_CONSTRAINT=str(constraints))
+    site_redis = PrivateRedis(data_dir=tmp_path / "redis").start()  # persistent, as make run's
+    request.addfinalizer(site_redis.stop)
+    env["REDIS_URL"] = site_redis.url
     # The site as it was before: Django, and a project django-admin made.
     run(["pip", "install", "--quiet", "Django"], tmp_path, env)
     site = tmp_path / "site"
@@ -185,6 +193,18 @@ def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, redis_client
             for line in filter(None, text.splitlines()):
                 run(line, site, env)
 
+    # Step 5 against a Redis that keeps nothing on disk (the test suite's kind): the newcomer is told how.
+    with PrivateRedis() as throwaway:
+        unsafe = subprocess.run(
+            ["python", "manage.py", "check", "--fail-level", "WARNING"],
+            cwd=site,
+            env={**env, "REDIS_URL": throwaway.url},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert unsafe.returncode == 1 and "activity.W004" in unsafe.stderr and "appendonly yes" in unsafe.stderr
+
     visit = run(["python", "-c", VISIT], site, {**env, "DJANGO_SETTINGS_MODULE": f"{SITE}.settings"})
     found = json.loads(visit.strip().splitlines()[-1])
     assert found["app_from"].startswith(str(venv))  # the wheel's copy, not this checkout
@@ -194,7 +214,8 @@ def test_the_wheel_installs_into_a_new_site_by_the_readme(tmp_path, redis_client
     status, seen = found["last_seen"]
     assert status == 200 and seen["user"] == found["pk"] and seen["online"] is True
     assert {"activity.flush", "activity.prune", "activity.sweep", "activity.rollup_day"} <= set(found["tasks"])
-    assert redis_client.exists(f"{os.environ['ACTIVITY_KEY_PREFIX']}{{ls}}:seen")  # this run's Redis and prefix
+    with redis.Redis.from_url(site_redis.url) as site_client:  # the site's Redis, this run's prefix
+        assert site_client.exists(f"{os.environ['ACTIVITY_KEY_PREFIX']}{{ls}}:seen")
 
     # The site's REST_FRAMEWORK changed nothing: permissions, JSON errors, page sizes, throttles.
     refused = found["refused"]

@@ -1,8 +1,8 @@
 """System checks (tag ``activity``): a wrong setup is reported by ``manage.py check``, ``runserver``
 and ``migrate`` rather than found later as missing data. Checks run before every management command,
-so they cost little: none reads the database, and Redis gets one PING (``activity.W003``), one round
-trip of CONFIG GET (its eviction policy and persistence) and, under ``check --deploy`` only, one read
-(the partition check)."""
+so they cost little: none reads the database, and Redis gets one round trip of CONFIG GET (whether it
+answers, its eviction policy and persistence) and, under ``check --deploy`` only, one read (the
+partition check)."""
 
 from __future__ import annotations
 
@@ -88,15 +88,20 @@ def redis_url(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessag
     ]
 
 
-def redis_answers(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """Redis answers at ``REDIS_URL``: said plainly at ``migrate`` or ``runserver`` rather than as a
-    503 later. A warning, not an error: the site still starts, its pages served (tracking fails
-    open), and the API answers 503 until Redis answers."""
+def redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Redis answers at ``REDIS_URL`` (``activity.W003``), and keeps what has no TTL: no ``allkeys-*``
+    eviction, AOF or RDB on. One round trip, CONFIG GET, answers both.
+
+    Redis not answering is said plainly at ``migrate`` or ``runserver`` rather than as a 503 later;
+    a warning, not an error: the site still starts, its pages served (tracking fails open), and the
+    API answers 503 until Redis answers. The setup is said by ``check`` (README's adopt step 5), not
+    only ``--deploy``: a newcomer's Redis is the one whose restart erases the data."""
     from activity.errors import StoreUnavailable
     from activity.store.client import get_client, redacted
+    from activity.store.health import server_config
 
     try:
-        get_client().ping()
+        config = server_config(get_client())
     except ImproperlyConfigured:
         return []  # a setting Redis needs is wrong: activity.E006 says which
     except StoreUnavailable as error:
@@ -109,21 +114,6 @@ def redis_answers(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
                 id="activity.W003",
             )
         ]
-    return []
-
-
-def redis_setup(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """The Redis at ``REDIS_URL`` keeps what has no TTL: no ``allkeys-*`` eviction, and AOF or RDB
-    on. Said by ``check`` (README's adopt step 5), not only ``--deploy``: a newcomer's Redis is the
-    one whose restart erases the data. Redis not answering is ``activity.W003``'s to say."""
-    from activity.errors import StoreUnavailable
-    from activity.store.client import get_client, redacted
-    from activity.store.health import server_config
-
-    try:
-        config = server_config(get_client())
-    except (ImproperlyConfigured, StoreUnavailable):
-        return []  # activity.E006 or activity.W003 says why
     where = f"The Redis at REDIS_URL ({redacted(conf.get('REDIS_URL'))})"
     found: list[checks.CheckMessage] = []
     policy = config.get("maxmemory-policy")
@@ -281,7 +271,7 @@ def partitions(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessa
 
 def register() -> None:
     """Register every check (called by ``ActivityConfig.ready``; registering twice is harmless)."""
-    for check in (setting_values, middleware, beat_schedule, key_prefix, redis_answers, redis_setup, broker_database):
+    for check in (setting_values, middleware, beat_schedule, key_prefix, redis_server, broker_database):
         checks.register(check, TAG)
     checks.register(redis_url, TAG, deploy=True)
     checks.register(partitions, TAG, deploy=True)

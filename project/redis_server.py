@@ -24,8 +24,8 @@ from typing import IO
 import redis
 
 # Persistence of a server given a data directory: the AOF, fsynced every second (a crash of the
-# machine loses at most about the last second; a crash of redis-server alone loses nothing it
-# acknowledged, the write(2) having been done), and RDB snapshots at Redis's own default points.
+# machine loses about the last 1-2 s; a crash of redis-server alone, as a rule nothing it
+# acknowledged, its write(2) done before the reply), and RDB snapshots at Redis's default points.
 PERSISTENT = ["--appendonly", "yes", "--appendfsync", "everysec", "--save", "3600 1 300 100 60 10000"]
 THROWAWAY = ["--save", "", "--appendonly", "no"]
 

@@ -102,9 +102,10 @@ def test_a_sigkill_keeps_what_the_aof_had_written(data_dir):
     try:
         with redis.Redis.from_url(again.url) as raw:
             assert raw.get("old") == b"1" and raw.hlen("first-visits") == 100
-            # Redis write()s the AOF before it replies, so a SIGKILL of redis-server alone loses
-            # nothing acknowledged; the about-a-second budget of everysec is a crash of the machine.
-            assert raw.get("recent") == b"1"
+            # "recent" is there too as a rule: Redis write()s the AOF before it replies, so a SIGKILL
+            # of redis-server alone leaves the kernel every acknowledged write. Not asserted: while a
+            # slow fsync runs, Redis holds its writes back for up to 2 s and still replies.
+            assert raw.dbsize() in (2, 3)
     finally:
         again.stop()
 

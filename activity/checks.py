@@ -1,12 +1,14 @@
 """System checks (tag ``activity``): a wrong setup is reported by ``manage.py check``, ``runserver``
 and ``migrate`` rather than found later as missing data. Checks run before every management command,
-so they cost little: none reads the database, and Redis gets one PING (``activity.W003``) and, under
-``check --deploy`` only, one read (the partition check)."""
+so they cost little: none reads the database, and Redis gets one round trip of CONFIG GET (whether it
+answers, its eviction policy and persistence) and, under ``check --deploy`` only, one read (the
+partition check)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from celery import current_app
 from django.conf import settings
@@ -86,15 +88,19 @@ def redis_url(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessag
     ]
 
 
-def redis_answers(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """Redis answers at ``REDIS_URL``: said plainly at ``migrate`` or ``runserver`` rather than as a
-    503 later. A warning, not an error: the site still starts, its pages served (tracking fails
-    open), and the API answers 503 until Redis answers."""
+def redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Redis answers at ``REDIS_URL`` (``activity.W003``), and keeps what has no TTL: no ``allkeys-*``
+    eviction, AOF or RDB on. One round trip, CONFIG GET, answers both.
+
+    Redis not answering is said plainly at ``migrate`` or ``runserver`` rather than as a 503 later;
+    a warning, not an error: the site still starts, its pages served (tracking fails open), and the
+    API answers 503 until Redis answers. The setup is said by ``check`` (README's adopt step 5), not
+    only ``--deploy``: a newcomer's Redis is the one whose restart erases the data."""
     from activity.errors import StoreUnavailable
-    from activity.services.health import ping_store
+    from activity.services.health import redis_config
 
     try:
-        ping_store()
+        config = redis_config()
     except ImproperlyConfigured:
         return []  # a setting Redis needs is wrong: activity.E006 says which
     except StoreUnavailable as error:
@@ -107,7 +113,100 @@ def redis_answers(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
                 id="activity.W003",
             )
         ]
-    return []
+    where = f"The Redis at REDIS_URL ({conf.redacted(conf.get('REDIS_URL'))})"
+    found: list[checks.CheckMessage] = []
+    policy = config.get("maxmemory-policy")
+    if policy is not None and policy.startswith("allkeys-"):
+        found.append(
+            checks.Error(
+                f"{where} has maxmemory-policy {policy}: at maxmemory it evicts keys that have no TTL, "
+                "the first-visit hashes, the last-seen sets and the flush queue, silently: visitors "
+                "counted new again, last seen never written to the database.",
+                hint="Set maxmemory-policy noeviction (redis.conf, or CONFIG SET then CONFIG REWRITE): a full "
+                "Redis then refuses writes, which the service counts and answers 503 for, never acknowledging "
+                "them as kept. A cache that needs allkeys-* eviction belongs on a Redis of its own.",
+                id="activity.E007",
+            )
+        )
+    if config.get("appendonly") == "no" and config.get("save") == "":
+        found.append(
+            checks.Warning(
+                f'{where} keeps nothing on disk (appendonly no, save ""): a restart of it erases the '
+                "first-visit store, this month's active users, sessions, and every last-seen change "
+                "the flush has not written yet.",
+                hint="Turn on the AOF: appendonly yes and appendfsync everysec in redis.conf (or CONFIG SET "
+                "appendonly yes, then CONFIG REWRITE), and keep RDB snapshots beside it; make run's own Redis "
+                "does so in var/redis/. For a development Redis whose data may go, add 'activity.W004' to "
+                "SILENCED_SYSTEM_CHECKS. docs/loss-budget.md has what each setup can lose.",
+                id="activity.W004",
+            )
+        )
+    if not {"maxmemory-policy", "appendonly", "save"} <= config.keys():
+        found.append(
+            checks.Info(
+                f"{where} refuses CONFIG GET (renamed or disabled, as managed Redis often does, or an ACL): "
+                "its eviction policy and persistence could not be checked (activity.E007, activity.W004).",
+                hint="Check them in the provider's settings: maxmemory-policy noeviction, and "
+                "AOF or RDB persistence on. Then silence this with SILENCED_SYSTEM_CHECKS = ['activity.I001'].",
+                id="activity.I001",
+            )
+        )
+    return found
+
+
+LOOPBACK = {"localhost", "127.0.0.1", "::1"}
+
+
+def redis_database(url: str) -> tuple[str, int] | None:
+    """(server address, database number) of a Redis URL, as redis-py or kombu spell it; None for a
+    URL of another transport."""
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    if parts.scheme in {"redis", "rediss"}:
+        host = parts.hostname or "localhost"
+        address = f"{'localhost' if host in LOOPBACK else host}:{parts.port or 6379}"
+        number = parts.path.strip("/") or query.get("db", ["0"])[0]
+    elif parts.scheme in {"unix", "redis+socket", "socket"}:
+        address = parts.path
+        number = (query.get("db") or query.get("virtual_host") or ["0"])[0]
+    else:
+        return None
+    try:
+        return address, int(number)
+    except ValueError:
+        return None
+
+
+def _broker_urls() -> Iterable[str]:
+    """The Celery broker URLs in use: the Celery app's, and the settings' (the app may not be loaded
+    in this process); a failover list (``a;b`` or a list) gives each."""
+    for value in (current_app.conf.broker_url, getattr(settings, "CELERY_BROKER_URL", None)):
+        for url in [value] if isinstance(value, str) else value or []:
+            yield from filter(None, (part.strip() for part in url.split(";")))
+
+
+def broker_database(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Celery's broker is not the store's Redis database (reads only settings: no Redis command)."""
+
+    try:
+        store = redis_database(conf.get("REDIS_URL"))
+    except ImproperlyConfigured:
+        return []
+    shared = sorted({url for url in _broker_urls() if store is not None and redis_database(url) == store})
+    return [
+        checks.Warning(
+            f"Celery's broker ({conf.redacted(url)}) is the activity store's Redis database (db {store[1]} of "
+            f"{store[0]}): whatever empties the one empties the other. A FLUSHDB to drop a stuck task backlog "
+            "erases the first-visit store, this month's active users and the last-seen changes the flush has "
+            "not written yet.",
+            hint="Give the broker a database of its own (CELERY_BROKER_URL = 'redis://host:6379/1' beside "
+            "REDIS_URL's /0): FLUSHDB then stays inside one. Better, a Redis of its own: databases of one server "
+            "still share its memory, eviction and FLUSHALL, and Matomo's QueuedTracking lost 30-40% of its "
+            "events with its queue and a cache in two databases of one server (plugin-QueuedTracking #167).",
+            id="activity.W005",
+        )
+        for url in shared
+    ]
 
 
 def beat_schedule(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -170,7 +269,7 @@ def partitions(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessa
 
 def register() -> None:
     """Register every check (called by ``ActivityConfig.ready``; registering twice is harmless)."""
-    for check in (setting_values, middleware, beat_schedule, key_prefix, redis_answers):
+    for check in (setting_values, middleware, beat_schedule, key_prefix, redis_server, broker_database):
         checks.register(check, TAG)
     checks.register(redis_url, TAG, deploy=True)
     checks.register(partitions, TAG, deploy=True)

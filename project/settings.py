@@ -2,6 +2,7 @@
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 
@@ -104,8 +105,20 @@ STORAGES = {
 # REDIS_URL is set only from the environment (with the other settings of the app, below): without it
 # the app uses its development default and `manage.py check --deploy` says so (activity.E003).
 _redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", _redis_url)
-CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", _redis_url)
+
+
+def _beside(url: str) -> str:
+    """Another database of the Redis at ``url``: 1, or 0 when ``url`` names another. Celery's queue
+    and results then live apart from the activity state (activity.W005): a FLUSHDB of one database
+    leaves the other alone."""
+    parts = urlsplit(url)
+    if parts.scheme not in {"redis", "rediss"}:
+        return url
+    return parts._replace(path="/1" if parts.path.strip("/") in {"", "0"} else "/0").geturl()
+
+
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", _beside(_redis_url))
+CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", _beside(_redis_url))
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -66,14 +66,6 @@ NOT_ON_A_CLUSTER = {
     "tests/test_reports_scale.py::test_a_rebuild_sorts_only_the_top_k_in_a_fixed_number_of_commands": (
         "MONITORs one server for the standalone rebuild's commands"
     ),
-    # Celery's broker is a separate standalone server on a cluster run; these read its queue from the
-    # store's Redis.
-    "tests/test_admin.py::test_staff_without_the_dashboard_permissions_are_refused_and_nothing_is_queued": (
-        "reads Celery's queue from the store's Redis"
-    ),
-    "tests/test_admin.py::test_flush_now_and_recompute_now_run_on_a_real_worker": (
-        "reads Celery's queue from the store's Redis"
-    ),
 }
 
 

@@ -10,6 +10,7 @@ from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.messages import get_messages
@@ -51,9 +52,15 @@ def api_figure(body: dict, dotted: str) -> str:
     return str(body)
 
 
-def queued(redis_client) -> int:
-    """Messages waiting in this run's Celery queue (the broker is this run's Redis)."""
-    return redis_client.llen(settings.CELERY_TASK_DEFAULT_QUEUE)
+def broker() -> redis.Redis:
+    """Celery's broker and results: a database of their own beside the store's (project/settings.py)."""
+    return redis.Redis.from_url(settings.CELERY_BROKER_URL)
+
+
+def queued() -> int:
+    """Messages waiting in this run's Celery queue."""
+    with broker() as client:
+        return client.llen(settings.CELERY_TASK_DEFAULT_QUEUE)
 
 
 def record_traffic(users: int, ts: float) -> Counter:
@@ -85,11 +92,11 @@ def test_anonymous_and_non_staff_are_sent_to_login_and_nothing_is_queued(member,
             response = getattr(client, method)(url)
             assert response.status_code == 302, url
             assert response["Location"].startswith(f"{reverse('admin:login')}?next="), url
-    assert queued(redis_client) == 0
+    assert queued() == 0
 
 
 @pytest.mark.django_db
-def test_staff_without_the_dashboard_permissions_are_refused_and_nothing_is_queued(redis_client):
+def test_staff_without_the_dashboard_permissions_are_refused_and_nothing_is_queued():
     from django.contrib.auth.models import Permission
 
     staff = get_user_model().objects.create_user("plainstaff", is_staff=True)
@@ -106,21 +113,22 @@ def test_staff_without_the_dashboard_permissions_are_refused_and_nothing_is_queu
     assert page.status_code == 200 and client.get(PANEL).status_code == 200
     assert "activity-flush-now" not in page.content.decode()  # no buttons it may not press
     assert client.post(FLUSH).status_code == 403 and client.post(REBUILD).status_code == 403
-    assert queued(redis_client) == 0
+    assert queued() == 0
 
     staff.user_permissions.add(Permission.objects.get(codename="run_jobs"))
     client.force_login(get_user_model().objects.get(pk=staff.pk))
     assert "activity-flush-now" in client.get(DASHBOARD).content.decode()
     assert client.post(FLUSH).status_code == 302
-    assert queued(redis_client) == 1
-    redis_client.delete(settings.CELERY_TASK_DEFAULT_QUEUE)  # this run's own queue: no worker takes it
+    assert queued() == 1
+    with broker() as client:
+        client.delete(settings.CELERY_TASK_DEFAULT_QUEUE)  # this run's own queue: no worker takes it
 
 
 @pytest.mark.django_db
 def test_actions_only_accept_post(admin_client, redis_client):
     assert admin_client.get(FLUSH).status_code == 405
     assert admin_client.get(REBUILD).status_code == 405
-    assert queued(redis_client) == 0
+    assert queued() == 0
 
 
 # --- the dashboard's figures --------------------------------------------------------------------
@@ -314,7 +322,7 @@ def test_flush_now_and_recompute_now_run_on_a_real_worker(admin_client, redis_cl
 
         bad = admin_client.post(REBUILD, {"report": "nope", "period": "day"}, follow=True)
         assert any("No report rebuild queued (report:" in m for m in messages_of(bad))
-        assert queued(redis_client) == 0
+        assert queued() == 0
 
         before, _ = reports.page("most-active")  # a copy built now, before the recompute
         response = admin_client.post(REBUILD, {"report": "most-active", "period": "day"}, follow=True)
@@ -324,5 +332,7 @@ def test_flush_now_and_recompute_now_run_on_a_real_worker(admin_client, redis_cl
             return reports.page("most-active")[0].generated_at > before.generated_at
 
         wait_for(rebuilt, 60, "the worker's rebuild")
-        results = [json.loads(redis_client.get(key)) for key in redis_client.scan_iter(match="celery-task-meta-*")]
+        with broker() as results_backend:  # CELERY_RESULT_BACKEND: the broker's database
+            stored = results_backend.scan_iter(match="celery-task-meta-*")
+            results = [json.loads(results_backend.get(key)) for key in stored]
         assert {"report": "most-active", "period": "day", "outcome": "built"} in [r["result"] for r in results]

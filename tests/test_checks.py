@@ -1,5 +1,9 @@
 """The app's system checks: each fires on the wrong setup it names (and only then), with its id and a
-hint, and ``manage.py check --deploy`` is clean on the example project with production settings."""
+hint, and ``manage.py check --deploy`` is clean on the example project with production settings.
+
+The checks run against a Redis set up as the loss budget asks (AOF on: ``persistent``), not the
+run's throwaway server, which keeps nothing on disk and so gets ``activity.W004``, truly; the Redis
+checks each start a real server in the state they are about."""
 
 from __future__ import annotations
 
@@ -7,20 +11,26 @@ import os
 import secrets
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from celery import current_app
 from django.conf import settings
 from django.core import checks
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from activity import clock
+from activity.checks import redis_database
 from activity.events import Event
 from activity.schedule import beat_schedule
 from activity.services import ingest, last_seen
 from activity.web.middleware import ActivityMiddleware
-from project.redis_server import free_port
+from project.redis_server import PrivateCluster, PrivateRedis, free_port
+from tests.conftest import delete_own_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 AUTH = "django.contrib.auth.middleware.AuthenticationMiddleware"
@@ -30,6 +40,26 @@ SESSIONS = "django.contrib.sessions.middleware.SessionMiddleware"
 
 class SiteTracking(ActivityMiddleware):
     """A site's own subclass of the middleware counts as the middleware."""
+
+
+@pytest.fixture(scope="module")
+def persistent() -> Iterator[PrivateRedis]:
+    """A Redis as production should run one for the service: AOF on, no allkeys-* eviction."""
+    with PrivateRedis(args=["--appendonly", "yes"]) as server:
+        yield server
+
+
+def on(server: PrivateRedis | PrivateCluster, cluster: bool = False) -> override_settings:
+    """Settings pointing the store at ``server`` (a standalone one on a cluster run too)."""
+    return override_settings(REDIS_URL=server.url, ACTIVITY_REDIS_CLUSTER=cluster)
+
+
+@pytest.fixture(autouse=True)
+def _store_on_a_persistent_redis(persistent):
+    with on(persistent):
+        yield
+        with redis.Redis.from_url(persistent.url) as raw:
+            delete_own_keys(raw)
 
 
 def found(deploy: bool = False) -> dict[str, checks.CheckMessage]:
@@ -165,9 +195,10 @@ def check_deploy(env: dict[str, str], without: tuple[str, ...] = ()) -> subproce
     )
 
 
-def test_check_deploy_is_clean_on_the_example_project_with_production_settings():
-    production = {**PRODUCTION, "SECRET_KEY": secrets.token_urlsafe(50)}
-    clean = check_deploy(production)
+def test_check_deploy_is_clean_on_the_example_project_with_production_settings(persistent):
+    production = {**PRODUCTION, "SECRET_KEY": secrets.token_urlsafe(50), "ACTIVITY_REDIS_CLUSTER": "0"}
+    # A Redis set up for production (the run's own keeps nothing on disk: activity.W004).
+    clean = check_deploy({**production, "REDIS_URL": persistent.url})
     assert clean.returncode == 0, clean.stderr
     assert "no issues" in clean.stdout
     # The same without REDIS_URL: the app's own deploy check says so.
@@ -185,6 +216,7 @@ def test_redis_not_answering_is_said_plainly_without_the_password():
     port = free_port()
     with override_settings(REDIS_URL=f"redis://:s3cret@127.0.0.1:{port}/0"):
         message = found()["activity.W003"]
+        assert set(found()) == {"activity.W003"}  # the checks that read Redis say nothing more
     assert message.level == checks.WARNING  # migrate and runserver still run
     assert f"redis://:***@127.0.0.1:{port}/0" in message.msg and "s3cret" not in message.msg
     assert "503" in message.msg
@@ -193,3 +225,99 @@ def test_redis_not_answering_is_said_plainly_without_the_password():
 def test_a_setting_redis_needs_being_wrong_is_reported_once():
     with override_settings(ACTIVITY_REDIS_TIMEOUT="soon"):
         assert set(found()) == {"activity.E006"}
+
+
+def test_an_eviction_policy_that_evicts_keys_without_a_ttl_is_an_error():
+    # Only the policy is wrong: the AOF is on.
+    with PrivateRedis(args=["--maxmemory-policy", "allkeys-lru", "--appendonly", "yes"]) as server, on(server):
+        message = found()["activity.E007"]
+        assert set(found()) == {"activity.E007"} and message.level == checks.ERROR
+        assert "allkeys-lru" in message.msg and "first-visit" in message.msg and "noeviction" in message.hint
+        with redis.Redis.from_url(server.url) as raw:
+            for policy in ("allkeys-lfu", "allkeys-random"):
+                raw.config_set("maxmemory-policy", policy)
+                assert policy in found()["activity.E007"].msg
+            for policy in ("noeviction", "volatile-lru", "volatile-ttl"):  # only keys with a TTL, or none
+                raw.config_set("maxmemory-policy", policy)
+                assert found() == {}
+
+
+def test_a_redis_that_keeps_nothing_on_disk_is_warned(persistent):
+    with PrivateRedis() as server, on(server):  # the throwaway kind: --save "" --appendonly no
+        message = found()["activity.W004"]
+        assert set(found()) == {"activity.W004"} and message.level == checks.WARNING
+        assert server.url in message.msg and "appendonly yes" in message.hint and "SILENCED" in message.hint
+        with redis.Redis.from_url(server.url) as raw:
+            raw.config_set("save", "3600 1")  # RDB alone will do
+            assert found() == {}
+    with redis.Redis.from_url(persistent.url) as raw:
+        assert raw.config_get("save") == {"save": ""}  # and the AOF alone (the autouse server)
+    assert found() == {}
+
+
+def test_the_redis_checks_can_be_silenced_the_django_way():
+    with PrivateRedis(args=["--maxmemory-policy", "allkeys-random"]) as server, on(server):
+        with pytest.raises(SystemCheckError, match=r"activity\.E007"):
+            call_command("check", "--tag", "activity")
+        with override_settings(SILENCED_SYSTEM_CHECKS=["activity.E007"]):
+            call_command("check", "--tag", "activity")
+            with pytest.raises(SystemCheckError, match=r"activity\.W004"):
+                call_command("check", "--tag", "activity", "--fail-level", "WARNING")
+        with override_settings(SILENCED_SYSTEM_CHECKS=["activity.E007", "activity.W004"]):
+            call_command("check", "--tag", "activity", "--fail-level", "WARNING")
+
+
+def test_config_refused_is_an_info_never_a_crash(persistent):
+    with PrivateRedis(args=["--rename-command", "CONFIG", ""]) as server, on(server):  # managed Redis's way
+        message = found()["activity.I001"]
+        assert set(found()) == {"activity.I001"} and message.level == checks.INFO
+        assert "activity.E007" in message.msg and "noeviction" in message.hint
+    with redis.Redis.from_url(persistent.url) as raw:  # an ACL without CONFIG
+        raw.acl_setuser(
+            "no-config", enabled=True, passwords=["+pw"], keys="*", channels="*", commands=["+@all", "-config"]
+        )
+    with override_settings(REDIS_URL=persistent.url.replace("//", "//no-config:pw@")):
+        assert set(found()) == {"activity.I001"}
+
+
+def test_the_redis_checks_read_one_node_of_a_cluster():
+    cluster = PrivateCluster()
+    for node in cluster.nodes:
+        node.args += ["--maxmemory-policy", "allkeys-lru"]
+    with cluster, on(cluster, cluster=True):
+        assert set(found()) == {"activity.E007", "activity.W004"}
+
+
+@pytest.mark.parametrize(
+    ("broker", "shared"),
+    [
+        ("{store}", True),
+        ("redis://localhost:{port}", True),  # the same server spelt otherwise, database 0 by default
+        ("redis://127.0.0.1:{port}/0?ssl=false", True),
+        ("amqp://guest@127.0.0.1//;{store}", True),  # a failover list
+        ("redis://127.0.0.1:{port}/1", False),  # a database of its own
+        ("redis://127.0.0.1:{port}?db=1", False),
+        ("redis://127.0.0.1:1/0", False),  # another server
+        ("amqp://guest@127.0.0.1:{port}//", False),
+    ],
+)
+def test_a_broker_sharing_the_store_database_is_warned(persistent, monkeypatch, broker, shared):
+    url = broker.format(store=persistent.url, port=persistent.port)
+    monkeypatch.setitem(current_app.conf, "broker_url", url)
+    with override_settings(CELERY_BROKER_URL=url):
+        messages = found()
+    assert set(messages) == ({"activity.W005"} if shared else set())
+    if shared:
+        message = messages["activity.W005"]
+        assert f"db 0 of localhost:{persistent.port}" in message.msg and "FLUSHDB" in message.msg
+        assert "/1" in message.hint and "Matomo" in message.hint
+
+
+def test_the_example_project_keeps_its_broker_in_another_database(private_cluster):
+    run_redis = os.environ["REDIS_URL"]  # what project/settings.py read, as make run gives it
+    store, broker = redis_database(run_redis), redis_database(current_app.conf.broker_url)
+    assert store is not None and broker is not None
+    if private_cluster is None:  # a cluster run's broker is a server of its own
+        assert store[0] == broker[0] and store[1] != broker[1]
+    with override_settings(REDIS_URL=run_redis):
+        assert "activity.W005" not in found()

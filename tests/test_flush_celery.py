@@ -118,8 +118,8 @@ def test_sigkill_at_three_points_loses_nothing(redis_client, tmp_path):
 
 
 def task_results() -> list[dict]:
-    """Every finished job run this test's workers stored in the result backend (the activity Redis,
-    or on a cluster run the standalone server beside it)."""
+    """Every finished job run this test's workers stored in the result backend (another database of
+    the activity Redis, or on a cluster run the standalone server beside it)."""
     results = []
     backend = redis.Redis.from_url(settings.CELERY_RESULT_BACKEND, decode_responses=True)
     for key in backend.scan_iter(match="celery-task-meta-*", count=500):

@@ -17,8 +17,10 @@ run as written, in the site's directory, with the fresh virtualenv first on ``PA
 pointing ``django-redis-activity`` at the wheel just built (and Django at the version this suite
 runs on, so a Django 6.0 run installs 6.0).
 The site reads ``REDIS_URL``, ``ACTIVITY_KEY_PREFIX`` and ``CELERY_BROKER_URL`` from the environment
-as the README's settings do, so it uses this run's Redis and key prefix, and its Celery queue lives
-in the next database of that Redis, apart from the suite's. Needs PyPI (or a pip cache) for the
+as the README's settings do: this run's key prefix, a Redis of the test's own set up as the loss
+budget asks (AOF and RDB on, ``make run``'s kind: step 5's ``check --fail-level WARNING`` fails on a
+Redis that keeps nothing on disk, ``activity.W004``, and the test shows that too), and its Celery
+queue in the next database of that Redis. Needs PyPI (or a pip cache) for the
 dependencies. The browser test skips without chromium, as tests/test_dashboard_browser.py does.
 Deselect with ``-m 'not install'``; CI runs it.
 """
@@ -46,9 +48,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import django
 import pytest
+import redis
 
 import activity
-from project.redis_server import free_port
+from project.redis_server import PrivateRedis, free_port
 from tests.conftest import ARTIFACTS
 
 pytestmark = pytest.mark.install
@@ -113,7 +116,14 @@ def dist(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def site(dist, tmp_path_factory) -> Site:
+def site_redis(tmp_path_factory) -> Iterator[PrivateRedis]:
+    """The site's Redis: persistent, as ``make run``'s is and production's should be."""
+    with PrivateRedis(data_dir=tmp_path_factory.mktemp("site-redis")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def site(dist, site_redis, tmp_path_factory) -> Site:
     """A fresh virtualenv and a startproject site that followed the README's steps, shared by the
     module's tests: building and installing is most of their time."""
     (wheel,) = dist.glob("*.whl")
@@ -129,6 +139,7 @@ def site(dist, tmp_path_factory) -> Site:
         if key not in {"DJANGO_SETTINGS_MODULE", "PYTHONPATH", "VIRTUAL_ENV", "DATABASE_URL"}
     }
     env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}", PIP_CONSTRAINT=str(constraints))
+    env["REDIS_URL"] = site_redis.url
     # The site as it was before: Django, and a project django-admin made.
     run(["pip", "install", "--quiet", "Django"], tmp_path, env)
     path = tmp_path / "site"
@@ -229,7 +240,7 @@ print(json.dumps({
 """
 
 
-def test_the_wheel_installs_into_a_new_site_by_the_readme(dist, site, redis_client):
+def test_the_wheel_installs_into_a_new_site_by_the_readme(dist, site):
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
     with zipfile.ZipFile(wheel) as archive:
@@ -253,7 +264,20 @@ def test_the_wheel_installs_into_a_new_site_by_the_readme(dist, site, redis_clie
     status, seen = found["last_seen"]
     assert status == 200 and seen["user"] == found["pk"] and seen["online"] is True
     assert {"activity.flush", "activity.prune", "activity.sweep", "activity.rollup_day"} <= set(found["tasks"])
-    assert redis_client.exists(f"{os.environ['ACTIVITY_KEY_PREFIX']}{{ls}}:seen")  # this run's Redis and prefix
+    with redis.Redis.from_url(site.env["REDIS_URL"]) as site_client:  # the site's Redis, this run's prefix
+        assert site_client.exists(f"{os.environ['ACTIVITY_KEY_PREFIX']}{{ls}}:seen")
+
+    # Step 5 against a Redis that keeps nothing on disk (the test suite's kind): the newcomer is told how.
+    with PrivateRedis() as throwaway:
+        unsafe = subprocess.run(
+            ["python", "manage.py", "check", "--fail-level", "WARNING"],
+            cwd=site.path,
+            env={**site.env, "REDIS_URL": throwaway.url},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert unsafe.returncode == 1 and "activity.W004" in unsafe.stderr and "appendonly yes" in unsafe.stderr
 
     # Under the prefix: the probes, the docs page, and the app's JSON 404; outside it, the site's own.
     served = found["served"]

@@ -22,9 +22,10 @@ from activity.store.client import get_client
 logger = logging.getLogger("activity.health")
 
 
-def ping_store() -> None:
-    """Raises StoreUnavailable when Redis does not answer at ``REDIS_URL``."""
-    get_client().ping()
+def redis_config() -> dict[str, str]:
+    """The store Redis's settings the system checks judge; raises StoreUnavailable when it does not
+    answer at ``REDIS_URL``."""
+    return store.server_config(get_client())
 
 
 def status() -> dict[str, str]:

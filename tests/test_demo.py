@@ -66,7 +66,7 @@ def test_demo_fills_every_figure_the_dashboard_and_the_api_show(at, staff_api, a
     assert max(row.active_users for row in rows.values()) <= 40
 
     # Today, as the API says: active users, visitors, bots and token calls, and who is online.
-    stats = staff_api.get(reverse("stats")).json()
+    stats = staff_api.get(reverse("activity:stats")).json()
     assert stats["active"]["day"] > 0 and stats["active"]["month"] >= stats["active"]["week"] >= stats["active"]["day"]
     assert stats["unique_visitors"]["day"] > stats["active"]["day"]
     assert stats["bots"]["day"] > 0 and stats["machines"]["day"] > 0
@@ -75,17 +75,17 @@ def test_demo_fills_every_figure_the_dashboard_and_the_api_show(at, staff_api, a
     # Sessions with next pages: users browsing now, and where people went after today's top pages.
     live = [user for user in users if len(sessions.current(str(user.pk))) >= 3]
     assert len(live) >= 3
-    session = staff_api.get(reverse("session", kwargs={"user": live[0].pk})).json()
+    session = staff_api.get(reverse("activity:session", kwargs={"user": live[0].pk})).json()
     assert session["count"] >= 3 and all(view["path"] in demo.SITE for view in session["results"])
     top = sessions.top_paths(TODAY, 5)
     assert any(following for following in recommendations.top_next(TODAY, [path for path, _ in top]))
-    picked = staff_api.get(reverse("next-pages"), {"path": session["results"][-1]["path"], "n": 2})
+    picked = staff_api.get(reverse("activity:next-pages"), {"path": session["results"][-1]["path"], "n": 2})
     assert picked.status_code == 200 and picked.json()["results"]
 
     # Groups with members, ordered by last seen.
     for name, _ in demo.GROUPS:
         group = Group.objects.get(name=name)
-        members = staff_api.get(reverse("group-members", kwargs={"group_id": group.pk})).json()
+        members = staff_api.get(reverse("activity:group-members", kwargs={"group_id": group.pk})).json()
         assert members["count"] == group.user_set.count() >= 2
         assert members["results"][0]["last_seen"] is not None
 
@@ -95,7 +95,7 @@ def test_demo_fills_every_figure_the_dashboard_and_the_api_show(at, staff_api, a
     for token in tokens:
         api = APIClient()
         api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-        seen = api.get(reverse("last-seen", kwargs={"user": token.user.pk}))
+        seen = api.get(reverse("activity:last-seen", kwargs={"user": token.user.pk}))
         assert seen.status_code == 200 and seen.json()["last_seen"].startswith(TODAY.isoformat())
 
     # The flush wrote the last seen of every demo user seen (most were) to the database.
@@ -177,7 +177,7 @@ def test_the_front_page_leads_to_the_dashboard_and_view_site_answers(admin_clien
     assert client.get(DASHBOARD).status_code == 302  # signed out: the admin's login first
     assert admin_client.get("/", follow=True).redirect_chain == [(DASHBOARD, 302)]
     site_url = admin_client.get(reverse("admin:index")).context["site_url"]
-    assert site_url == reverse("docs")
+    assert site_url == reverse("activity:docs")
     assert client.get(site_url).status_code == 200
     unknown = client.get("/no-such-page/")
     assert (unknown.status_code, unknown["Content-Type"]) == (404, "application/json")

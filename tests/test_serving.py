@@ -155,6 +155,12 @@ def test_a_body_over_the_cap_is_refused_before_it_is_read(served):
     assert b"exceeds" in answer.read()
 
 
+def test_a_url_over_64_kb_answers_414(served):
+    connection = http.client.HTTPConnection(HOST, served, timeout=10)
+    connection.request("GET", "/api/v1/online/?x=" + "a" * 65_535)
+    assert connection.getresponse().status == 414
+
+
 def test_too_many_headers_answer_431(served):
     connection = http.client.HTTPConnection(HOST, served, timeout=10)
     connection.putrequest("GET", "/healthz")

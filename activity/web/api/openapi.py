@@ -72,6 +72,8 @@ DESCRIPTIONS = {
     406: "The Accept header allows no JSON.",
     408: "The body did not arrive within the server's body timeout (make run: 30 s); the connection is closed.",
     413: "The body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE.",
+    414: "The URL is longer than 65,534 bytes (make run's server): answered by the HTTP server before the "
+    "app, with an empty body.",
     415: "The body is not application/json, or its charset is not one the service can decode (send UTF-8).",
     429: "Throttled; retry after Retry-After seconds.",
     431: "The request line and headers are too large (make run's server: more than 100 fields, or about "
@@ -81,7 +83,7 @@ DESCRIPTIONS = {
 
 # Any operation can answer these: the server's limits, credentials, content negotiation, throttling,
 # Redis or the database.
-ALWAYS = (401, 403, 406, 408, 429, 431, 503)
+ALWAYS = (401, 403, 406, 408, 414, 429, 431, 503)
 
 HEADERS = [
     OpenApiParameter(
@@ -107,6 +109,6 @@ def responses(success: dict[int, Any], *errors: int) -> dict[int, Any]:
     """``success`` plus the documented error answers: ``errors`` and those of ``ALWAYS``."""
     found: dict[int, Any] = dict(success)
     for code in sorted({*ALWAYS, *errors}):
-        shape = FIELD_ERRORS if code == 400 else None if code == 431 else ErrorSerializer
+        shape = FIELD_ERRORS if code == 400 else None if code in (414, 431) else ErrorSerializer
         found[code] = OpenApiResponse(shape, description=DESCRIPTIONS[code])
     return found

@@ -21,6 +21,7 @@ from activity.events import Event
 from activity.services import groups, ingest, sweep
 from activity.store import keys
 from activity.store.scripts import LUA_DIR
+from project.redis_server import free_port
 from tests.redis_counts import CommandDelta
 from tests.redis_probe import counting_sends
 
@@ -140,6 +141,34 @@ def test_the_schema_documents_the_endpoint(staff_api):
     operation = schema["paths"]["/api/v1/groups/{group_id}/active/"]["get"]
     assert {p["name"] for p in operation["parameters"]} >= {"group_id", "period"}
     assert {"200", "400", "401", "403", "404"} <= set(operation["responses"])
+
+
+def test_redis_down_is_503_and_a_membership_change_still_commits(
+    staff_api, redis_client, django_capture_on_commit_callbacks, caplog
+):
+    group = Group.objects.create(name="g")
+    users = make_users(2)
+    with override_settings(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"):
+        response = staff_api.get(f"/api/v1/groups/{group.pk}/active/")
+        assert response.status_code == 503 and response["Retry-After"] == "5"
+        with django_capture_on_commit_callbacks(execute=True):
+            group.user_set.add(*users)  # the admin's save does not fail
+    assert db_members(group) == set(users)
+    assert "run activity_backfill" in caplog.text
+    assert member_bits(redis_client, group.pk, users) == set()  # until the rebuild
+    groups.rebuild_memberships()
+    assert member_bits(redis_client, group.pk, users) == set(users)
+
+
+def test_ids_without_a_bit_are_left_out_as_the_active_user_bitmaps_leave_them(redis_client):
+    """A UUID (or any non-integer, or an integer past MAX_ID) has no bit: counted by HyperLogLog in
+    the audience figures, it cannot be ANDed with a group, so it is not in the group's bitmap."""
+    client = groups.get_client()
+    odd = ["5f0c7d1e-1f3a-4c56-9a0b-2a4c1e9d7b11", "alice", "007", str(2**26 + 1)]
+    groups.store.write_members(client, [(7, user) for user in [*odd, "12"]], [], [])
+    assert redis_client.bitcount(keys.group_members(7)) == 1 and redis_client.getbit(keys.group_members(7), 12)
+    assert groups.store.replace_members(client, {8: odd}) == 0
+    assert redis_client.exists(keys.group_members(8)) == 0
 
 
 # --- cost -----------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from django.urls import include, path, reverse_lazy
 from django.views.generic import RedirectView
 
 # The admin's "View site" link: the API's docs, this example site's own pages.
-admin.site.site_url = reverse_lazy("docs")
+admin.site.site_url = reverse_lazy("activity:docs")
 
 urlpatterns = [
     path("admin/", admin.site.urls),

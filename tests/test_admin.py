@@ -13,6 +13,7 @@ import pytest
 import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.contrib.messages import get_messages
 from django.db import connection
 from django.test import Client
@@ -23,8 +24,9 @@ from activity import clock
 from activity.admin import figures as dashboard_figures
 from activity.events import Event
 from activity.models import DailyRollup, UserActivity
-from activity.services import flush, ingest, last_seen, reports, sessions
+from activity.services import flush, groups, ingest, last_seen, reports, sessions
 from tests.celery_procs import wait_for, worker
+from tests.redis_counts import CommandDelta
 from tests.redis_probe import probe
 
 NOON = datetime(2026, 11, 25, 12, tzinfo=UTC).timestamp()  # a Wednesday
@@ -190,8 +192,74 @@ def test_dashboard_cost_does_not_grow_with_users(at, admin_client, redis_client)
     record_traffic(5000, NOON)
     assert cost() == small
     # Redis: stats, today's page views, top pages, where people went next, the report's page, flush
-    # status, the tracking of this request. Queries: the session, the user, the rollup rows.
-    assert small == (7, 3)
+    # status, the tracking of this request. Queries: the session, the user, the rollup rows, the
+    # groups (none here, so no round trip for their counts).
+    assert small == (7, 4)
+
+
+def make_groups(count: int, active_users: int, ts: float) -> list[Group]:
+    """``count`` groups; group n has n + 1 members, the first ``min(n + 1, active_users)`` of them
+    active at ``ts`` (ids from 2001, clear of the admin's own)."""
+    User = get_user_model()
+    users = User.objects.bulk_create(User(pk=2000 + n, username=f"m{n}") for n in range(1, count + 2))
+    Group.objects.bulk_create(Group(name=f"group {n:03}") for n in range(count))
+    made = list(Group.objects.filter(name__startswith="group ").order_by("pk"))
+    through = User.groups.through
+    through.objects.bulk_create(
+        through(group_id=group.pk, user_id=user.pk) for n, group in enumerate(made) for user in users[: n + 1]
+    )
+    groups.rebuild_memberships()
+    ingest.record_events([Event(user=str(user.pk), ts=ts) for user in users[:active_users]])
+    return made
+
+
+def top_groups(html: str) -> list[tuple[str, str, str, str]]:
+    table = re.search(r'id="activity-top-groups".*?</table>', html, re.S).group(0)
+    return re.findall(
+        r'<tr data-group="(\d+)"><td>([^<]*)</td><td data-figure="group.active">(\d+)</td>'
+        r'<td data-figure="group.members">(\d+)</td></tr>',
+        table,
+    )
+
+
+@pytest.mark.django_db
+def test_dashboard_shows_the_top_groups_by_members_active_today_as_the_api_counts_them(at, admin_client):
+    made = make_groups(14, active_users=9, ts=NOON)
+    yesterday = NOON - 86400
+    ingest.record_events([Event(user=str(2000 + n), ts=yesterday) for n in range(9, 16)])  # this week only
+    html = admin_client.get(DASHBOARD).content.decode()
+    shown = top_groups(html)
+    assert len(shown) == dashboard_figures.TOP_GROUPS  # 14 groups, the top 10 shown
+    # Most active first; among groups with all 9 active members, the larger first.
+    assert [name for _, name, _, _ in shown] == [f"group {n:03}" for n in (13, 12, 11, 10, 9, 8, 7, 6, 5, 4)]
+    for group_id, _, active, members in shown:
+        body = admin_client.get(reverse("activity:group-active", kwargs={"group_id": group_id})).json()
+        assert (body["active"], body["members"], body["period"]) == (int(active), int(members), "day")
+    assert {active for _, _, active, _ in shown} == {"9", "8", "7", "6", "5"}
+    assert top_groups(admin_client.get(PANEL).json()["html"]) == shown  # the live panel too
+    assert "among the first" not in html
+    assert made[0].pk not in {int(group_id) for group_id, _, _, _ in shown}
+
+
+@pytest.mark.django_db
+def test_top_groups_cost_is_bounded_whatever_the_number_of_groups(at, admin_client, redis_client, monkeypatch):
+    monkeypatch.setattr(groups, "TOP_SCAN", 20)
+
+    def cost() -> tuple[int, int, int]:
+        admin_client.get(DASHBOARD)
+        with probe(redis_client) as seen, CaptureQueriesContext(connection) as queries:
+            html = admin_client.get(DASHBOARD).content.decode()
+        return seen.client_sends, len(queries), len(re.findall(r"<tr data-group=", html))
+
+    made = make_groups(25, active_users=26, ts=NOON)
+    assert cost() == (8, 4, 10)  # one more round trip and one more query, for the groups
+    with CommandDelta(redis_client) as delta:
+        groups.top_active_today()
+    assert (delta.calls["evalsha"], delta.calls["bitop"]) == (20, 20)  # one bounded AND per group looked at
+    html = admin_client.get(DASHBOARD).content.decode()
+    assert "among the first 20 groups by id" in html
+    # Only the first 20 groups are looked at: the largest five (ids beyond) are not shown.
+    assert {int(group_id) for group_id, _, _, _ in top_groups(html)} == {group.pk for group in made[10:20]}
 
 
 @pytest.mark.django_db

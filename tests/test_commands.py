@@ -79,7 +79,8 @@ def test_backfill_seeds_last_seen_and_never_moves_a_newer_one_back(redis_client)
 
     assert out.strip().splitlines() == [
         "activity_backfill: 5 users with a last login read in 3 batches: "
-        "3 last seen moved forward, 1 already as new or newer (kept), 1 skipped."
+        "3 last seen moved forward, 1 already as new or newer (kept), 1 skipped.",
+        "activity_backfill: 0 groups rebuilt, 0 memberships with a bit.",
     ]
     seen = last_seen.get_many(str(user.pk) for user in users)
     assert seen[str(back_since.pk)] == now - 10  # came back since: kept
@@ -100,7 +101,8 @@ def test_backfill_seeds_last_seen_and_never_moves_a_newer_one_back(redis_client)
 def test_backfill_costs_one_query_and_one_round_trip_per_batch(redis_client, django_assert_num_queries):
     make_users(25, clock.now() - 60)
     run("activity_backfill")  # loads the scripts, so what follows is the steady state
-    with django_assert_num_queries(5), CommandDelta(redis_client) as delta:  # a count, 3 batches, the empty end
+    # A count, 3 batches, the empty end; then the groups' membership bitmaps (no group: one query).
+    with django_assert_num_queries(6), CommandDelta(redis_client) as delta:
         run("activity_backfill", "--batch-size", "10")
     # Per batch one pipeline of two scripts: "ZADD unless smaller" and the users' group indexes.
     assert delta.calls["evalsha"] == 6

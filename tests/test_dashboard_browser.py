@@ -1,5 +1,6 @@
 """The dashboard in a real headless browser: Debian's chromium driven by Playwright against the live
-server. Log in as staff, watch the live refresh bring new figures equal to ``GET /api/v1/stats/``,
+server. Log in as staff, watch the live refresh bring new figures equal to ``GET /api/v1/stats/``
+and a group's row of the top groups equal to ``GET /api/v1/groups/<id>/active/``,
 then open a user's activity page and find their session. Screenshots go to tests/artifacts/.
 
 Without chromium installed the test is skipped, or fails under ``ACTIVITY_REQUIRE_BROWSER`` (the
@@ -9,6 +10,7 @@ Without chromium installed the test is skipped, or fails under ``ACTIVITY_REQUIR
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Group
 
 from activity import clock
 from activity.admin import dashboard
@@ -40,6 +42,10 @@ def test_staff_sees_live_figures_equal_to_the_stats_api_and_a_users_session(
     monkeypatch.setattr(dashboard, "REFRESH_S", 0.5)
     ARTIFACTS.mkdir(exist_ok=True)
     django_user_model.objects.create_superuser("boss", "boss@example.com", PASSWORD)
+    crew = Group.objects.create(name="crew")  # 10 of the first users and 5 of the later ones
+    members = [*range(5001, 5011), *range(6001, 6006)]
+    django_user_model.objects.bulk_create(django_user_model(pk=pk, username=f"crew{pk}") for pk in members)
+    crew.user_set.add(*members)
     record(range(5001, 5026), lambda n: f"/catalogue/{n % 4}/")
     context = browser.new_context(viewport={"width": 1400, "height": 1100})
     page = context.new_page()
@@ -63,6 +69,11 @@ def test_staff_sees_live_figures_equal_to_the_stats_api_and_a_users_session(
             name: api_figure(api.json(), name) for name in STATS_FIGURES
         }
         assert "/checkout/" in page.text_content("#activity-top-paths")
+        row = f"#activity-top-groups tr[data-group='{crew.pk}']"
+        group_api = page.request.get(f"{live_server.url}/api/v1/groups/{crew.pk}/active/").json()
+        assert (group_api["active"], group_api["members"]) == (15, 15)
+        assert page.text_content(f"{row} [data-figure='group.active']") == str(group_api["active"])
+        assert page.text_content(f"{row} [data-figure='group.members']") == str(group_api["members"])
         page.screenshot(path=str(ARTIFACTS / "dashboard-refreshed.png"), full_page=True)
 
         flush.flush()  # the activity rows the changelist lists

@@ -86,6 +86,7 @@ API: dict[str, Call] = {
     "reports": Call("get", needs=frozenset({VIEW})),
     "report": Call("get", {"name": "most-active"}, frozenset({VIEW})),
     "group-members": Call("get", {"group_id": "{group}"}, frozenset({VIEW})),
+    "group-active": Call("get", {"group_id": "{group}"}, frozenset({VIEW})),
     "schema": Call("get"),
     "docs": Call("get"),
     "metrics": Call("get", needs=frozenset({VIEW})),

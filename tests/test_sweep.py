@@ -84,6 +84,8 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "group_view_build": ((5, "ab12"), GONE),
     "group_epoch": ((5,), GONE),
     "user_groups": (("42",), GONE),
+    "group_members": ((5,), LONG),
+    "group_active_scratch": ((), GONE),
     "tombstones": (("vis:3",), GONE),
     "traffic": (("20261123",), 36 * DAY - 12 * HOUR),
     "display_aliases": (("42",), 15 * DAY),
@@ -239,5 +241,6 @@ def test_nothing_any_service_path_writes_is_repaired(
     assert unwritten == other | {
         claimed,
         "{grp}:build:<group_id>:<token>",
+        "{au}:group-and",  # written and deleted inside one script call
         "{pv}:report:<report_id>:candidates",  # a SORT's input, deleted in its MULTI (none on a cluster)
     }

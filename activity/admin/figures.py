@@ -8,11 +8,12 @@ from datetime import date, timedelta
 
 from activity import clock
 from activity.models import DailyRollup
-from activity.services import audience, flush, recommendations, reports, sessions
+from activity.services import audience, flush, groups, recommendations, reports, sessions
 
 TOP_PATHS = 10
 MOST_ACTIVE_ROWS = 10
 NEXT_PATHS = 3  # next pages shown per top page
+TOP_GROUPS = 10  # groups in the "top groups today" table
 DAYS = 30  # days in the charts, today included
 
 
@@ -40,6 +41,7 @@ class Overview:
     most_active: reports.Snapshot
     most_active_cache: str  # hit, stale or miss, as the report API's X-Cache
     flush: flush.FlushStatus
+    top_groups: groups.TopGroups
 
 
 def daily_figures(today: date, stats: audience.Stats, days: int) -> list[DayFigures]:
@@ -81,4 +83,5 @@ def overview() -> Overview:
         most_active=report,
         most_active_cache=cache,
         flush=flush.status(),
+        top_groups=groups.top_active_today(TOP_GROUPS),
     )

@@ -1,18 +1,23 @@
-"""Members of a Django auth group, most recently seen first, from a materialized view (docs/groups.md).
-Membership changes drop the views once they commit; a Redis outage there is logged, not raised, so
-the admin's save never fails, and the views correct themselves at their TTL."""
+"""Members of a Django auth group, most recently seen first, from a materialized view, and how many
+of them were active today, this week or this month, from a membership bitmap (docs/groups.md).
+Membership changes drop the views and set or clear the bitmaps' bits once they commit; a Redis
+outage there is logged, not raised, so the admin's save never fails: the views correct themselves
+at their TTL, the bitmaps at the next ``activity_backfill``."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import date
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
+from django.db.models import Count, QuerySet
 from django.db.models.signals import m2m_changed, post_delete, pre_delete
 
+from activity import calendar
 from activity.errors import StoreUnavailable
 from activity.store import groups as store
 from activity.store import last_seen as last_seen_store
@@ -22,6 +27,8 @@ logger = logging.getLogger("activity.services.groups")
 
 BUILD_ATTEMPTS = 3
 VIEW_TTL = 300  # seconds a group view lives after its build
+TOP_SCAN = 200  # groups the dashboard's "top groups" table looks at: the first by id
+REBUILD_BATCH = 100  # groups per query and round trip of a membership-bitmap rebuild
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +100,14 @@ def drop_views(group_ids: Iterable[int], removed: Iterable[tuple[int, str]] = ()
     store.drop(get_client(), group_ids, removed, VIEW_TTL)
 
 
-def _after_commit(group_ids: Iterable[int], removed: Iterable[tuple[int, str]]) -> None:
-    group_ids, removed = list(group_ids), list(removed)
+def _after_commit(
+    group_ids: Iterable[int],
+    removed: Iterable[tuple[int, str]],
+    added: Iterable[tuple[int, str]] = (),
+    deleted: Iterable[int] = (),
+) -> None:
+    """Once the change commits: drop the groups' views, then mirror it into their membership bitmaps."""
+    group_ids, removed, added, deleted = list(group_ids), list(removed), list(added), list(deleted)
 
     def drop() -> None:
         try:
@@ -102,6 +115,14 @@ def _after_commit(group_ids: Iterable[int], removed: Iterable[tuple[int, str]]) 
         except StoreUnavailable as error:
             logger.warning(
                 "Group views %s not dropped (Redis unavailable: %s); they expire at their TTL", group_ids, error
+            )
+        try:
+            store.write_members(get_client(), added, removed, deleted)
+        except StoreUnavailable as error:
+            logger.warning(
+                "Membership bitmaps of groups %s not updated (Redis unavailable: %s); run activity_backfill",
+                group_ids,
+                error,
             )
 
     if group_ids:
@@ -119,7 +140,8 @@ def on_membership_change(sender, instance, action, reverse, model, pk_set, **kwa
         return
     pks = instance.__dict__.pop("_activity_cleared", set()) if action == "post_clear" else pk_set or set()
     pairs = [(instance.pk, str(pk)) for pk in pks] if reverse else [(pk, str(instance.pk)) for pk in pks]
-    _after_commit({group_id for group_id, _ in pairs}, pairs if action != "post_add" else [])
+    added = action == "post_add"
+    _after_commit({group_id for group_id, _ in pairs}, [] if added else pairs, pairs if added else [])
 
 
 def on_user_deleted(sender, instance, **kwargs) -> None:
@@ -129,7 +151,98 @@ def on_user_deleted(sender, instance, **kwargs) -> None:
 
 
 def on_group_deleted(sender, instance, **kwargs) -> None:
-    _after_commit([instance.pk], [])
+    _after_commit([instance.pk], [], deleted=[instance.pk])
+
+
+# --- members active in a period ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveMembers:
+    group: int
+    name: str
+    period: str
+    day: date  # the local day whose day, ISO week or month was counted
+    active: int  # members active in the period (those whose ids have a bit: docs/groups.md)
+    members: int  # every member, from the database
+
+    def as_api(self) -> dict[str, object]:
+        """The body of ``GET /api/v1/groups/<id>/active/`` (docs/api.md)."""
+        return {
+            "group": self.group,
+            "period": self.period,
+            "active": self.active,
+            "members": self.members,
+            "day": self.day.isoformat(),
+        }
+
+
+def _with_member_counts() -> QuerySet:
+    """(id, name, member count) of each group, by id: one query, however many rows are taken."""
+    return Group.objects.annotate(members=Count("user")).order_by("pk").values_list("pk", "name", "members")
+
+
+def active_members(group_id: int, period: str) -> ActiveMembers | None:
+    """Members of the group active in the current local ``period`` (``day``, ``week`` or ``month``),
+    exact; None when there is no such group. One query and one round trip (one script call)."""
+    found = _with_member_counts().filter(pk=group_id).first()
+    if found is None:
+        return None
+    _, name, members = found
+    day = calendar.today()
+    (active,) = store.active_members(get_client(), [group_id], period, day)
+    return ActiveMembers(group_id, name, period, day, active, members)
+
+
+@dataclass(frozen=True, slots=True)
+class TopGroups:
+    rows: list[ActiveMembers]  # most active members today first (then most members, then lowest id)
+    scanned: int  # groups looked at: the first ``TOP_SCAN`` by id
+    more: bool  # whether groups beyond those exist (and were not looked at)
+
+
+def top_active_today(limit: int = 10) -> TopGroups:
+    """The groups with the most members active today among the first ``TOP_SCAN`` groups by id, those
+    with none left out. Bounded whatever the number of groups: one query and one round trip of
+    ``TOP_SCAN`` script calls, each bounded by the id space."""
+    found = list(_with_member_counts()[: TOP_SCAN + 1])
+    scanned = found[:TOP_SCAN]
+    day = calendar.today()
+    counts = store.active_members(get_client(), [pk for pk, _, _ in scanned], "day", day)
+    rows = [
+        ActiveMembers(pk, name, "day", day, active, members)
+        for (pk, name, members), active in zip(scanned, counts, strict=True)
+        if active
+    ]
+    rows.sort(key=lambda row: (-row.active, -row.members, row.group))
+    return TopGroups(rows=rows[:limit], scanned=len(scanned), more=len(found) > TOP_SCAN)
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipRebuild:
+    groups: int
+    bits: int  # memberships written (members whose ids have a bit)
+
+
+def rebuild_memberships(batch_size: int = REBUILD_BATCH) -> MembershipRebuild:
+    """Rebuild every group's membership bitmap from the database (``activity_backfill``): the groups
+    keyset-paged by id, ``batch_size`` at a time (two queries and one round trip), each bitmap
+    replaced by one SET. A change committed during a batch's read may be undone by its write: a
+    rerun corrects it."""
+    users = get_user_model()._default_manager
+    groups = bits = 0
+    after = 0
+    while True:
+        ids = list(Group.objects.filter(pk__gt=after).order_by("pk").values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            return MembershipRebuild(groups=groups, bits=bits)
+        members: dict[int, list[str]] = {group_id: [] for group_id in ids}
+        # values_list reuses the filter's join: each row is a membership in one of ``ids``.
+        for group_id, pk in users.filter(groups__in=ids).values_list("groups", "pk"):
+            members[group_id].append(str(pk))
+        bits += store.replace_members(get_client(), members)
+        groups += len(ids)
+        after = ids[-1]
 
 
 def connect_signals() -> None:

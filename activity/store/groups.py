@@ -1,20 +1,27 @@
 """Group views (docs/groups.md): per-group sorted sets of member -> last seen, built on demand and
 published whole (RENAME), so a reader sees no view or a complete one. Updates are ``ZADD XX GT`` in
-views that exist: they never create a view, add a member or move a score back."""
+views that exist: they never create a view, add a member or move a score back.
+
+And each group's membership as a bitmap in the active-user bitmaps' id space (``{au}``), so the
+members active in a day, week or month are one BITOP AND and one BITCOUNT in one script."""
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import date
 from itertools import islice
 
+from activity.calendar import PERIODS, name_of
 from activity.store import keys
+from activity.store.audience import BITS, bitmap_offset
 from activity.store.client import Client
 from activity.store.scripts import LuaScript, Pipeline
 
 UPSERT = LuaScript("group_view_upsert")
 PUBLISH = LuaScript("group_view_publish")
 GROUPS_OF = LuaScript("groups_of")
+ACTIVE = LuaScript("group_active")
 
 NEVER = -1.0  # score of a member never seen: below every real epoch time
 KEYS_PER_ROUND = 250  # views per script call
@@ -106,3 +113,62 @@ def drop(client: Client, group_ids: Iterable[int], removed: Iterable[tuple[int, 
         pipe.srem(keys.user_groups(user), group_id)
     if len(pipe):
         pipe.execute()
+
+
+# --- membership bitmaps ({au}) -------------------------------------------------------------------
+
+
+def write_members(
+    client: Client, added: Iterable[tuple[int, str]], removed: Iterable[tuple[int, str]], deleted: Iterable[int]
+) -> None:
+    """Mirror committed membership changes into the groups' bitmaps, (group id, user) pairs, then
+    delete the bitmaps of ``deleted`` groups; one MULTI (every key is ``{au}``). A user whose id
+    has no bit (``audience.bitmap_offset``) is left out, as the active-user bitmaps leave it out."""
+    pipe = client.pipeline(transaction=True)
+    for pairs, value in ((removed, 0), (added, 1)):
+        for group_id, user in pairs:
+            offset = bitmap_offset(user)
+            if offset is not None:
+                pipe.setbit(keys.group_members(group_id), offset, value)
+    for group_id in set(deleted):
+        pipe.delete(keys.group_members(group_id))
+    if len(pipe):
+        pipe.execute()
+
+
+def _bitmap(offsets: Iterable[int]) -> bytes:
+    """The bitmap with exactly ``offsets`` set, as SETBIT lays it out (bit 0 = the first byte's high bit)."""
+    offsets = list(offsets)
+    bits = bytearray(max(offsets) // 8 + 1 if offsets else 0)
+    for offset in offsets:
+        bits[offset >> 3] |= 0x80 >> (offset & 7)
+    return bytes(bits)
+
+
+def replace_members(client: Client, members: Mapping[int, Iterable[str]]) -> int:
+    """Replace each group's bitmap by one holding exactly its ``members`` (those with a bit): one SET
+    per group, atomic, or a DEL when none has a bit; one round trip. Returns the bits written."""
+    pipe = client.pipeline(transaction=False)
+    written = 0
+    for group_id, users in members.items():
+        offsets = {offset for offset in map(bitmap_offset, users) if offset is not None}
+        written += len(offsets)
+        if offsets:
+            pipe.set(keys.group_members(group_id), _bitmap(offsets))
+        else:
+            pipe.delete(keys.group_members(group_id))
+    pipe.execute()
+    return written
+
+
+def active_members(client: Client, group_ids: Sequence[int], period: str, day: date) -> list[int]:
+    """Members of each group active in the ``period`` (day, week or month) holding ``day``, in
+    ``group_ids`` order: one EVALSHA per group, all in one round trip, each bounded by the id space."""
+    if not group_ids:
+        return []
+    active = BITS[PERIODS.index(period)](name_of(period, day))
+    scratch = keys.group_active_scratch()
+    pipe = client.pipeline(transaction=False)
+    for group_id in group_ids:
+        pipe.script(ACTIVE, [keys.group_members(group_id), active, scratch], [])
+    return [int(count) for count in pipe.execute()]

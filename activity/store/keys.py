@@ -311,6 +311,23 @@ def active_hll_month(month: str) -> str:
     return f"{prefix()}{{au}}:hll:month:{month}"
 
 
+# --- group membership bitmaps: tagged {au}, so one script ANDs them with the active-user bitmaps --
+# Not {grp}: a script's keys share one slot, and the day's, week's and month's bitmaps are {au}.
+
+
+@family("{au}:group:<group_id>", "string", LONG_LIVED)
+def group_members(group_id: int) -> str:
+    """Bitmap: bit N set when the user with integer id N is a member of the group (the database's
+    membership, mirrored when it changes; ``activity_backfill`` rebuilds it)."""
+    return f"{prefix()}{{au}}:group:{group_id}"
+
+
+@family("{au}:group-and", "string", DELETE)
+def group_active_scratch() -> str:
+    """Bitmap: a group's bitmap AND a period's, written and deleted inside one script call."""
+    return f"{prefix()}{{au}}:group-and"
+
+
 # --- navigation sessions and page-view statistics: all tagged {pv} -----------------------------
 # One tag: a page-view script writes users' keys together with the shared per-day keys, and the
 # reports' SORT BY/GET reads per-user keys, which a Cluster allows only in the sorted key's slot.

@@ -1,4 +1,5 @@
-"""``manage.py activity_backfill``: seed last seen from ``last_login`` for the users already there."""
+"""``manage.py activity_backfill``: seed last seen from ``last_login`` for the users already there,
+and rebuild the groups' membership bitmaps from the database."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from django.core.exceptions import FieldDoesNotExist
 from django.core.management.base import CommandError, CommandParser
 
 from activity.management.base import JobCommand, counted
-from activity.services import backfill
+from activity.services import backfill, groups
 
 MAX_BATCH = 10_000
 
@@ -17,7 +18,8 @@ MAX_BATCH = 10_000
 class Command(JobCommand):
     help = (
         "Seed each user's last seen from the user model's last_login, in batches. A newer last seen "
-        "(the user came back since) is never moved back; safe to interrupt and to run again."
+        "(the user came back since) is never moved back; then rebuild each group's membership bitmap "
+        "(the members-active counts) from the database. Safe to interrupt and to run again."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -42,4 +44,9 @@ class Command(JobCommand):
             f"activity_backfill: {counted(result.users, 'user')} with a last login read in "
             f"{counted(result.batches, 'batch', 'batches')}: {result.moved} last seen moved forward, "
             f"{result.kept} already as new or newer (kept), {result.skipped} skipped."
+        )
+        rebuilt = groups.rebuild_memberships()
+        self.stdout.write(
+            f"activity_backfill: {counted(rebuilt.groups, 'group')} rebuilt, "
+            f"{counted(rebuilt.bits, 'membership')} with a bit."
         )

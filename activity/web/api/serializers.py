@@ -11,7 +11,7 @@ from django.http import QueryDict
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from activity import conf
+from activity import calendar, conf
 from activity.errors import InvalidBatch, InvalidValue
 from activity.events import (
     MAX_INT_USER,
@@ -323,6 +323,30 @@ class SessionPageSerializer(NumberedPageSerializer):
     user = serializers.CharField()
     expires_in = serializers.FloatField()
     results = PageViewSerializer(many=True)
+
+
+class GroupActiveQuerySerializer(QuerySerializer):
+    """``?period=`` of a group's active members."""
+
+    period = serializers.ChoiceField(
+        choices=calendar.PERIODS,
+        required=False,
+        default="day",
+        help_text="Today (default), this ISO week or this month, in ACTIVITY_TIME_ZONE.",
+    )
+
+
+class GroupActiveSerializer(serializers.Serializer):
+    """Response shape of ``GET /api/v1/groups/<id>/active/`` (schema only: the service builds the body)."""
+
+    group = serializers.IntegerField()
+    period = serializers.ChoiceField(choices=calendar.PERIODS)
+    active = serializers.IntegerField(
+        help_text="Members active in the current period, exact. Only members whose user id is an integer "
+        "(up to 2^26) are counted, as in the active-user figures: a member with another id (a UUID) is not."
+    )
+    members = serializers.IntegerField(help_text="Members of the group, from the database.")
+    day = serializers.DateField(help_text="The local day whose day, ISO week or month was counted.")
 
 
 class GroupMemberSerializer(serializers.Serializer):

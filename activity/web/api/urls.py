@@ -16,6 +16,7 @@ urlpatterns = [
     path("reports/", views.ReportListView.as_view(), name="reports"),
     path("reports/<str:name>/", views.ReportView.as_view(), name="report"),
     path("groups/<str:group_id>/members/", views.GroupMembersView.as_view(), name="group-members"),
+    path("groups/<str:group_id>/active/", views.GroupActiveView.as_view(), name="group-active"),
     path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", DocsView.as_view(url_name="activity:schema"), name="docs"),
 ]

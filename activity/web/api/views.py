@@ -214,6 +214,32 @@ class GroupMembersView(ServiceView):
         )
 
 
+class GroupActiveView(ServiceView):
+    """How many members of a Django auth group were active today, this week or this month."""
+
+    permission_classes = [CanView]
+
+    @operation(
+        parameters=[
+            OpenApiParameter(
+                "group_id", {"type": "integer", "minimum": 1, "maximum": s.MAX_GROUP_ID}, OpenApiParameter.PATH
+            ),
+            s.GroupActiveQuerySerializer,
+            *HEADERS,
+        ],
+        responses=responses({200: s.GroupActiveSerializer}, 400, 404),
+        description="One Redis round trip: the group's membership bitmap AND the period's active-user bitmap.",
+    )
+    def get(self, request: Request, group_id: str) -> Response:
+        group = group_from_url(group_id)
+        query = s.GroupActiveQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        found = groups.active_members(group, query.validated_data["period"])
+        if found is None:
+            raise NotFound("No such group.")
+        return Response(found.as_api())
+
+
 class RecommendationsView(ServiceView):
     """The pages most often visited next after the user's latest pages (see activity.services.recommendations)."""
 

@@ -134,6 +134,12 @@ for env in json.loads(sys.argv[1]):
 # --- a real failover under load -------------------------------------------------------------------
 
 
+def serving(url: str) -> override_settings:
+    """Point the service at ``url``: a topology of this file's own, never the run's Redis (which is a
+    cluster on the cluster pass, hence the setting)."""
+    return override_settings(REDIS_URL=url, ACTIVITY_REDIS_CLUSTER=False)
+
+
 @pytest.fixture
 def topology() -> Iterator[PrivateSentinels]:
     with PrivateSentinels() as sentinels:
@@ -242,7 +248,7 @@ def test_a_failover_under_load_refuses_only_during_the_election_and_loses_no_ack
     browser.force_login(member)
     tracking.fail_open.reset()
     replica = ("127.0.0.1", topology.replica.port)
-    with override_settings(REDIS_URL=topology.url):
+    with serving(topology.url):
         assert staff_api.post(EVENTS, {"events": [{"user": "ha-warm"}]}, format="json").status_code == 202
         events = Load(post_events(staff_api)).start("sentinel-events")
         pages = Load(get_pages(browser)).start("sentinel-pages")
@@ -314,7 +320,7 @@ def test_a_planned_failover_loses_at_most_the_writes_until_the_store_rechecks(to
     send = post_events(staff_api)
     replica = ("127.0.0.1", topology.replica.port)
     sent: list[Answer] = []
-    with override_settings(REDIS_URL=topology.url):
+    with serving(topology.url):
         sent.append(send(0))  # a pooled connection to the primary
         asked = time.monotonic()
         with topology.sentinel() as sentinel:
@@ -328,7 +334,7 @@ def test_a_planned_failover_loses_at_most_the_writes_until_the_store_rechecks(to
     # What survives is what the promoted replica holds: the old primary, demoted later, drops the
     # rest when it resyncs from it. (Flushed through the Sentinel URL now, it could still be read from
     # the old primary by a connection that never moved.)
-    with override_settings(REDIS_URL=topology.replica.url):
+    with serving(topology.replica.url):
         assert flush.flush().remaining == 0
     assert switched is not None, "the sentinels did not switch"
     assert {answer.status for answer in sent} <= {202, 503}
@@ -367,7 +373,7 @@ def test_a_celery_worker_on_the_derived_broker_follows_the_failover(topology, tm
         return sent.get(timeout=30)
 
     try:
-        with worker("sentinel", tmp_path, REDIS_URL=topology.url) as proc:
+        with worker("sentinel", tmp_path, REDIS_URL=topology.url, ACTIVITY_REDIS_CLUSTER="0") as proc:
             assert run_sweep()["job"] == "sweep", proc.log.read_text()[-3000:]
             topology.kill_primary()
             wait_until(lambda: topology.master_address() == ("127.0.0.1", topology.replica.port), 30, "the switch")

@@ -344,8 +344,9 @@ def celery_redis(url: str) -> tuple[str, dict[str, Any]]:
     the primary as the store does; any other URL, or a Sentinel URL that is not whole (E006 names it),
     comes back as it is, with no options. For example, in a site's settings::
 
-        CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = celery_redis(REDIS_URL)
-        CELERY_RESULT_BACKEND, CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = celery_redis(REDIS_URL)
+        CELERY_REDIS = "redis+sentinel://h1:26379,h2:26379/mymaster/1"  # beside REDIS_URL's /0
+        CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = celery_redis(CELERY_REDIS)
+        CELERY_RESULT_BACKEND, CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = celery_redis(CELERY_REDIS)
     """
     try:
         found = parse_sentinel_url(url)

@@ -157,12 +157,24 @@ def redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
 LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 
 
-def redis_database(url: str) -> tuple[str, int] | None:
+def redis_database(url: str, service: str | None = None) -> tuple[str, int] | None:
     """(server address, database number) of a Redis URL, as redis-py or kombu spell it; None for a
-    URL of another transport."""
+    URL of another transport. Behind Redis Sentinel the server is the service's primary, named in
+    the store's ``redis+sentinel://`` URL, or by ``service`` (kombu's ``master_name`` transport
+    option) for one of kombu's ``sentinel://`` URLs."""
     parts = urlsplit(url)
     query = parse_qs(parts.query)
-    if parts.scheme in {"redis", "rediss"}:
+    if parts.scheme == conf.SENTINEL_SCHEME:
+        try:
+            found = conf.parse_sentinel_url(url)
+        except ValueError:
+            return None  # activity.E006 says what is wrong with it
+        return (f"the primary of Sentinel service {found.service}", found.db) if found else None
+    if parts.scheme == "sentinel":
+        if not service:
+            return None
+        address, number = f"the primary of Sentinel service {service}", parts.path.strip("/") or "0"
+    elif parts.scheme in {"redis", "rediss"}:
         host = parts.hostname or "localhost"
         address = f"{'localhost' if host in LOOPBACK else host}:{parts.port or 6379}"
         number = parts.path.strip("/") or query.get("db", ["0"])[0]
@@ -185,6 +197,17 @@ def _broker_urls() -> Iterable[str]:
             yield from filter(None, (part.strip() for part in url.split(";")))
 
 
+def _broker_service() -> str | None:
+    """The Sentinel service of kombu's ``sentinel://`` broker URLs (their ``master_name`` option)."""
+    for options in (
+        current_app.conf.broker_transport_options,
+        getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None),
+    ):
+        if options and options.get("master_name"):
+            return str(options["master_name"])
+    return None
+
+
 def broker_database(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Celery's broker is not the store's Redis database (reads only settings: no Redis command)."""
 
@@ -192,7 +215,8 @@ def broker_database(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
         store = redis_database(conf.get("REDIS_URL"))
     except ImproperlyConfigured:
         return []
-    shared = sorted({url for url in _broker_urls() if store is not None and redis_database(url) == store})
+    service = _broker_service()
+    shared = sorted({url for url in _broker_urls() if store is not None and redis_database(url, service) == store})
     return [
         checks.Warning(
             f"Celery's broker ({conf.redacted(url)}) is the activity store's Redis database (db {store[1]} of "

@@ -9,7 +9,7 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings as django_settings
@@ -33,7 +33,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "REDIS_URL",
         "redis://127.0.0.1:6379/0",
-        "The Redis holding the activity state; `check --deploy` errors while it is left to this development default.",
+        "The Redis holding the activity state; `check --deploy` errors while it is left to this development default. "
+        "`redis+sentinel://host:port,host:port/service/db` follows the primary Redis Sentinel names "
+        "([High availability](sentinel.md)).",
     ),
     Setting("ACTIVITY_KEY_PREFIX", "act:", "Give each site or environment sharing a Redis database its own prefix."),
     Setting("ACTIVITY_REDIS_CLUSTER", False, "`REDIS_URL` names any node of a Redis Cluster."),
@@ -172,7 +174,8 @@ def _read(setting: Setting) -> Any:
     try:
         value = _coerce(setting, value)
     except (TypeError, ValueError) as error:
-        raise ImproperlyConfigured(f"{setting.name} = {value!r}: {error}") from None
+        shown = redacted(value) if setting.name == "REDIS_URL" and isinstance(value, str) else value
+        raise ImproperlyConfigured(f"{setting.name} = {shown!r}: {error}") from None
     if setting.minimum is not None and value < setting.minimum:
         raise ImproperlyConfigured(f"{setting.name} = {value!r}: it must be at least {setting.minimum}")
     return value
@@ -188,6 +191,8 @@ def _coerce(setting: Setting, value: Any) -> Any:
         return tuple(pattern for pattern in ([value] if isinstance(value, str) else value) if pattern)
     if setting.name == "ACTIVITY_TIME_ZONE":
         return _zone(value)
+    if setting.name == "REDIS_URL":
+        return _redis_url(str(value))
     if isinstance(default, dict):
         return _rates(default, json.loads(value) if isinstance(value, str) else value)
     if setting.name in _TUPLES:
@@ -217,6 +222,14 @@ def _zone(name: Any) -> ZoneInfo:
         ) from None
 
 
+def _redis_url(url: str) -> str:
+    """``url`` as it is; a Sentinel URL must be whole (``parse_sentinel_url`` says what is wrong) and
+    cannot be a cluster's."""
+    if parse_sentinel_url(url) is not None and get("ACTIVITY_REDIS_CLUSTER"):
+        raise ValueError("a Sentinel URL names a primary and its replicas, not a cluster: ACTIVITY_REDIS_CLUSTER is on")
+    return url
+
+
 class _Settings:
     """``conf.settings.ONLINE_WINDOW``: a value read once becomes an attribute, so the dozens of
     reads a request makes are plain attribute reads."""
@@ -230,8 +243,9 @@ class _Settings:
 settings = _Settings()
 
 
-# Django's settings some of ours default to: a change of one is a change of the other.
-_FOLLOWS = {"TIME_ZONE": "ACTIVITY_TIME_ZONE"}
+# A change of one is a change of the other: Django's settings some of ours default to, and settings
+# another's check reads (a Sentinel REDIS_URL is an error with ACTIVITY_REDIS_CLUSTER on).
+_FOLLOWS = {"TIME_ZONE": "ACTIVITY_TIME_ZONE", "ACTIVITY_REDIS_CLUSTER": "REDIS_URL"}
 
 
 def _forget(*, setting: str, **kwargs: Any) -> None:
@@ -245,7 +259,107 @@ setting_changed.connect(_forget)
 
 def redacted(url: str) -> str:
     """``url`` without its password, fit for a message or a log line."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not even a URL's shape: show none of what may be a password
+        head, at, tail = url.rpartition("@")
+        return f"{head.partition('://')[0]}://***@{tail}" if at else url
+    if password is None:
         return url
-    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
+    return parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1)).geturl()
+
+
+# --- Redis Sentinel ----------------------------------------------------------------------------
+# A REDIS_URL of this scheme names the sentinels of a primary and its replicas instead of one server:
+# the store asks them where the primary is on every new connection, so it follows a failover.
+
+SENTINEL_SCHEME = "redis+sentinel"
+SENTINEL_PORT = 26379  # a sentinel's port when the URL gives none (Redis's default)
+_SENTINEL_FORM = f"{SENTINEL_SCHEME}://[[user]:password@]host:port[,host:port...]/service_name[/db]"
+
+
+@dataclass(frozen=True, slots=True)
+class SentinelURL:
+    """A ``redis+sentinel://`` URL taken apart: where the sentinels listen, the name they monitor the
+    primary under, the database, and the credentials of the primary (the sentinels get none)."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+
+
+def parse_sentinel_url(url: str) -> SentinelURL | None:
+    """``url`` taken apart when it is a Sentinel URL, None when it is any other; ``ValueError``
+    saying what is wrong with a Sentinel URL that is not whole, so start-up names it (E006)."""
+    scheme, found, rest = url.partition("://")
+    if not found or scheme.lower() != SENTINEL_SCHEME:
+        return None
+    if "?" in rest or "#" in rest:
+        raise _wrong("it takes no query or fragment")
+    netloc, _, path = rest.partition("/")
+    userinfo, at, hosts = netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, secret = userinfo.partition(":")
+        username, password = unquote(user) or None, unquote(secret) if colon else None
+    sentinels = tuple(_sentinel_address(address) for address in hosts.split(","))
+    service, _, db = path.partition("/")
+    if not service:
+        raise _wrong("it names no service (the name the sentinels monitor the primary under)")
+    db = db.rstrip("/")
+    if db and not (db.isascii() and db.isdigit()):
+        raise _wrong(f"the database {db!r} is not a number")
+    return SentinelURL(sentinels, unquote(service), int(db or 0), username, password)
+
+
+def _wrong(what: str) -> ValueError:
+    return ValueError(f"{what}; a Sentinel URL is {_SENTINEL_FORM}")
+
+
+def _sentinel_address(address: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``; the port defaults to 26379) as a pair."""
+    if address.startswith("["):
+        host, bracket, port = address[1:].partition("]")
+        if not bracket or (port and not port.startswith(":")):
+            raise _wrong(f"the sentinel address {address!r} is not [IPv6]:port")
+        port = port[1:]
+    else:
+        host, _, port = address.partition(":")
+    if not host:
+        raise _wrong(f"a sentinel address is empty ({address!r})")
+    if not port:
+        return host, SENTINEL_PORT
+    if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise _wrong(f"the port of the sentinel {address!r} is not a port number")
+    return host, int(port)
+
+
+def celery_redis(url: str) -> tuple[str, dict[str, Any]]:
+    """What Celery's broker or result backend setting takes for a Redis at ``url``, and the transport
+    options to go with it: a Sentinel URL becomes kombu's form (``sentinel://host:port/db;...``, every
+    sentinel with the database and password) with ``{"master_name": service}``, so the worker follows
+    the primary as the store does; any other URL, or a Sentinel URL that is not whole (E006 names it),
+    comes back as it is, with no options. For example, in a site's settings::
+
+        CELERY_REDIS = "redis+sentinel://h1:26379,h2:26379/mymaster/1"  # beside REDIS_URL's /0
+        CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = celery_redis(CELERY_REDIS)
+        CELERY_RESULT_BACKEND, CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = celery_redis(CELERY_REDIS)
+    """
+    try:
+        found = parse_sentinel_url(url)
+    except ValueError:
+        found = None
+    if found is None:
+        return url, {}
+    credentials = quote(found.username or "", safe="")
+    if found.password is not None:
+        credentials += ":" + quote(found.password, safe="")
+    credentials += "@" if credentials else ""
+    chunks = [
+        f"sentinel://{credentials}{f'[{host}]' if ':' in host else host}:{port}/{found.db}"
+        for host, port in found.sentinels
+    ]
+    return ";".join(chunks), {"master_name": found.service}

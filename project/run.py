@@ -3,7 +3,8 @@
 The web server is granian (``project/serving.py``) behind a ``collectstatic``, so whitenoise serves
 the static files with DEBUG off. ``--dev`` (``make dev``) runs Django's development server
 instead, with autoreload and DEBUG on unless the environment says otherwise.
-When nothing answers at ``REDIS_URL`` a private redis-server is started for the session. With
+When nothing answers at ``REDIS_URL`` a private redis-server is started for the session (a Sentinel
+URL, ``redis+sentinel://``, is used as it is). With
 ``ACTIVITY_REDIS_CLUSTER=1`` and no ``CELERY_BROKER_URL`` (Celery cannot use a Redis Cluster), a
 private standalone redis-server is started for Celery's broker and results.
 
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from activity.conf import redacted
+from activity.conf import SENTINEL_SCHEME, redacted
 from project.redis_server import PrivateRedis, answers
 from project.serving import granian_command
 
@@ -188,7 +189,7 @@ def main() -> int:
         env["CELERY_BROKER_URL"] = private.url
         env.setdefault("CELERY_RESULT_BACKEND", private.url)
         print(f"Redis Cluster at {url}: started a private redis-server for Celery's broker at {private.url}")
-    elif not answers(url):
+    elif not url.startswith(f"{SENTINEL_SCHEME}://") and not answers(url):
         private = PrivateRedis(data_dir=ROOT / "var" / "redis").start()  # persists: AOF everysec and RDB
         env["REDIS_URL"] = private.url
         print(f"Nothing answers at {url}: started a private redis-server ({private.binary}) at {private.url}")

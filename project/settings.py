@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 import dj_database_url
 
-from activity.conf import SETTINGS
+from activity.conf import SENTINEL_SCHEME, SETTINGS, celery_redis
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -110,15 +110,25 @@ _redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 def _beside(url: str) -> str:
     """Another database of the Redis at ``url``: 1, or 0 when ``url`` names another. Celery's queue
     and results then live apart from the activity state (activity.W005): a FLUSHDB of one database
-    leaves the other alone."""
+    leaves the other alone. A Sentinel URL's database is its path's last part (/service/db)."""
     parts = urlsplit(url)
+    if parts.scheme == SENTINEL_SCHEME:
+        service, _, db = parts.path.strip("/").partition("/")
+        return parts._replace(path=f"/{service}/{'1' if db in {'', '0'} else '0'}").geturl()
     if parts.scheme not in {"redis", "rediss"}:
         return url
     return parts._replace(path="/1" if parts.path.strip("/") in {"", "0"} else "/0").geturl()
 
 
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", _beside(_redis_url))
-CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", _beside(_redis_url))
+# A Sentinel URL (redis+sentinel://host:port,host:port/service/db, in REDIS_URL or in these two)
+# becomes kombu's sentinel:// form with the service as master_name, so Celery follows the primary too
+# (docs/sentinel.md); any other URL is used as it is.
+CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = celery_redis(
+    os.environ.get("CELERY_BROKER_URL", _beside(_redis_url))
+)
+CELERY_RESULT_BACKEND, CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = celery_redis(
+    os.environ.get("CELERY_RESULT_BACKEND", _beside(_redis_url))
+)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -321,3 +321,53 @@ def test_the_example_project_keeps_its_broker_in_another_database(private_cluste
         assert store[0] == broker[0] and store[1] != broker[1]
     with override_settings(REDIS_URL=run_redis):
         assert "activity.W005" not in found()
+
+
+def test_a_sentinel_url_that_is_not_whole_is_an_error_saying_what_is_wrong_without_the_password():
+    with override_settings(REDIS_URL="redis+sentinel://:s3cret@127.0.0.1:26379,127.0.0.1:26380/"):
+        messages = found()
+    assert set(messages) == {"activity.E006"}
+    message = messages["activity.E006"].msg
+    assert "REDIS_URL" in message and "names no service" in message and "redis+sentinel://[[user]:password@]" in message
+    assert "s3cret" not in message and ":***@127.0.0.1:26379" in message
+
+
+def test_a_sentinel_url_cannot_be_a_cluster():
+    with override_settings(REDIS_URL="redis+sentinel://127.0.0.1:26379/svc/0", ACTIVITY_REDIS_CLUSTER=True):
+        messages = found()
+    assert set(messages) == {"activity.E006"}
+    assert "not a cluster" in messages["activity.E006"].msg
+
+
+def test_sentinels_not_answering_are_said_plainly_without_the_password():
+    url = f"redis+sentinel://:s3cret@127.0.0.1:{free_port()},127.0.0.1:{free_port()}/svc/0"
+    with override_settings(REDIS_URL=url, ACTIVITY_REDIS_CLUSTER=False):  # off on the cluster pass too
+        message = found()["activity.W003"]
+    assert "No master found for 'svc'" in message.msg and "s3cret" not in message.msg
+
+
+@pytest.mark.parametrize(
+    ("broker", "master_name", "shared"),
+    [
+        ("sentinel://127.0.0.1:{a}/0;sentinel://127.0.0.1:{b}/0", "svc", True),  # kombu's form
+        ("redis+sentinel://127.0.0.1:{b}/svc", None, True),  # the store's form, database 0 by default
+        ("sentinel://127.0.0.1:{a}/1", "svc", False),  # a database of its own
+        ("sentinel://127.0.0.1:{a}/0", "other", False),  # another service
+        ("sentinel://127.0.0.1:{a}/0", None, False),  # kombu would refuse it: no master_name
+        ("redis://127.0.0.1:{a}/0", None, False),
+    ],
+)
+def test_a_broker_sharing_a_sentinel_stores_database_is_warned(monkeypatch, broker, master_name, shared):
+    a, b = free_port(), free_port()  # nothing answers there: only the URLs are compared
+    url = broker.format(a=a, b=b)
+    options = {"master_name": master_name} if master_name else {}
+    monkeypatch.setitem(current_app.conf, "broker_url", url)
+    monkeypatch.setitem(current_app.conf, "broker_transport_options", options)
+    store = f"redis+sentinel://127.0.0.1:{a},127.0.0.1:{b}/svc/0"
+    with override_settings(
+        REDIS_URL=store, ACTIVITY_REDIS_CLUSTER=False, CELERY_BROKER_URL=url, CELERY_BROKER_TRANSPORT_OPTIONS=options
+    ):
+        messages = found()
+    assert ("activity.W005" in messages) == shared
+    if shared:
+        assert "db 0 of the primary of Sentinel service svc" in messages["activity.W005"].msg

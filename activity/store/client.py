@@ -1,5 +1,6 @@
 """The store's Redis client, ``redis.Redis`` or (``ACTIVITY_REDIS_CLUSTER``) ``RedisCluster`` through
-redis-py's public API, and the boundary between redis-py's errors and the service's:
+redis-py's public API, or (a ``redis+sentinel://`` ``REDIS_URL``) the primary a Redis Sentinel names,
+from ``Sentinel.master_for``; and the boundary between redis-py's errors and the service's:
 
 - every error meaning "Redis cannot serve now" becomes ``StoreUnavailable`` (``StoreTimeout``);
 - scripts in a pipeline go by bare EVALSHA; a NOSCRIPT reply (it ran nothing) re-runs that script;
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeAlias
 
@@ -26,6 +28,7 @@ from redis.exceptions import (
 )
 from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from activity import conf, metrics
 from activity.errors import StoreTimeout, StoreUnavailable
@@ -52,6 +55,10 @@ SERVER_STATES = frozenset(
 # redis-py prefixes an error raised from a pipeline with the command that caused it.
 _PIPELINE_NOTE = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.DOTALL)
 _ERRORS = (redis.RedisError, RedisClusterException)
+# Seconds between a Sentinel client's questions to the sentinels about where the primary is (one
+# SENTINEL MASTERS round trip a process, on whichever command comes due): at most this long after
+# a planned failover, connections to the demoted primary are dropped (SentinelClient).
+SENTINEL_RECHECK_S = 1.0
 
 
 def unavailable_reason(error: BaseException | None) -> str | None:
@@ -224,6 +231,38 @@ class ClusterClient(_ServiceErrors, RedisCluster):
         return ClusterPipeline(self, None, {}, transaction)
 
 
+class SentinelClient(StandaloneClient):
+    """``StandaloneClient`` on the primary a Redis Sentinel names (``Sentinel.master_for``), which
+    asks the sentinels again at most every ``SENTINEL_RECHECK_S``. Each new connection asks them
+    anyway; the re-check is for the connections already open. After a planned failover (``SENTINEL
+    FAILOVER``) the old primary goes on taking writes on them until the sentinels demote it, about 10 s
+    later, and every write it takes meanwhile is lost when it resyncs from the new one. Once the
+    address changes, the pool drops its connections to the old primary (redis-py's
+    ``get_master_address``), so the next command's goes to the new one."""
+
+    _next_check = 0.0
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self._recheck()
+        return super().execute_command(*args, **options)
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
+        self._recheck()
+        return super().pipeline(transaction, shard_hint)
+
+    def _recheck(self) -> None:
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + SENTINEL_RECHECK_S
+        try:
+            self.connection_pool.get_master_address()
+        except redis.RedisError:
+            # No sentinel answers, or none knows a primary (an election), or one refuses: the command
+            # finds out for itself whether the primary it has a connection to still serves.
+            self._next_check = now + SENTINEL_RECHECK_S * 5
+
+
 Client: TypeAlias = StandaloneClient | ClusterClient
 
 
@@ -247,6 +286,9 @@ def client_options(timeout: float) -> dict[str, Any]:
 @functools.cache
 def _client(url: str, timeout: float, cluster: bool) -> Client:
     options = client_options(timeout)
+    sentinel = conf.parse_sentinel_url(url)
+    if sentinel is not None:
+        return _sentinel_client(sentinel, options)
     if not cluster:
         return StandaloneClient.from_url(url, **options)
     try:
@@ -257,6 +299,22 @@ def _client(url: str, timeout: float, cluster: bool) -> Client:
         raise translate(error) from error
 
 
+def _sentinel_client(url: conf.SentinelURL, options: dict[str, Any]) -> SentinelClient:
+    """A client of the primary the sentinels name: each new connection asks them where it is, so the
+    one after a failover reaches the promoted replica (and one to a demoted primary, answering
+    READONLY, is dropped). While no primary is known (the election) a command raises a connection
+    error, which is ``StoreUnavailable`` here like any other; nothing is retried. The sentinels get
+    the same timeouts and no credentials (``conf.SentinelURL``)."""
+    to_sentinels = {
+        "socket_timeout": options["socket_timeout"],
+        "socket_connect_timeout": options["socket_connect_timeout"],
+        "retry": Retry(NoBackoff(), 0),
+    }
+    sentinels = Sentinel(list(url.sentinels), sentinel_kwargs=to_sentinels)
+    credentials = {"username": url.username, "password": url.password}
+    return sentinels.master_for(url.service, redis_class=SentinelClient, db=url.db, **credentials, **options)
+
+
 def total(replies: Sequence[Any], indexes: Iterable[int]) -> int:
     """The sum of the integer replies at ``indexes`` (a missing key's None counts as 0)."""
     return sum(int(replies[index] or 0) for index in indexes)
@@ -264,7 +322,7 @@ def total(replies: Sequence[Any], indexes: Iterable[int]) -> int:
 
 def get_client() -> Client:
     """The shared client for ``REDIS_URL`` (one per URL, timeout and mode): a cluster client when
-    ``ACTIVITY_REDIS_CLUSTER`` is set."""
+    ``ACTIVITY_REDIS_CLUSTER`` is set, the current primary's for a ``redis+sentinel://`` URL."""
     return _client(conf.get("REDIS_URL"), conf.settings.REDIS_TIMEOUT, conf.settings.REDIS_CLUSTER)
 
 

@@ -26,6 +26,7 @@ import http.client
 import itertools
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -78,11 +79,13 @@ def _probe_main() -> None:
     }
     for line in sys.stdin:
         request = json.loads(line)
-        try:
-            reply = {"ok": operations[request["op"]](request)}
-        except Exception as error:  # reported to the bench, which decides; the probe goes on
-            connection.close()
-            reply = {"error": f"{type(error).__name__}: {error}"}
+        for _attempt in (1, 2):  # a second time on a new connection: the database may have restarted
+            try:
+                reply = {"ok": operations[request["op"]](request)}
+                break
+            except Exception as error:  # reported to the bench, which decides; the probe goes on
+                connection.close()
+                reply = {"error": f"{type(error).__name__}: {error}"}
         print(json.dumps(reply), flush=True)
 
 
@@ -192,6 +195,65 @@ class Probe:
 
 # --- the processes ---------------------------------------------------------------------------
 
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+class PrivatePostgres:
+    """A throwaway PostgreSQL (``initdb`` in a temporary directory, ``pg_ctl``) on a free loopback
+    port, run as the ``postgres`` user when this process is root (``initdb`` refuses root)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+        self.dir: Path | None = None
+
+    @staticmethod
+    def available() -> bool:
+        if not (PG_BIN / "pg_ctl").exists():
+            return False
+        try:
+            return os.geteuid() != 0 or bool(pwd.getpwnam("postgres"))
+        except KeyError:
+            return False
+
+    def _run(self, *args: str) -> None:
+        as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run([*as_postgres, *args], check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+
+    def start(self) -> PrivatePostgres:
+        if self.dir is None:
+            self.dir = Path(tempfile.mkdtemp(prefix="activity-chaos-pg-"))
+            if os.geteuid() == 0:
+                shutil.chown(self.dir, "postgres")
+            self._run(
+                str(PG_BIN / "initdb"), "-D", str(self.dir / "data"), "-A", "trust", "-U", "postgres", "-E", "UTF8"
+            )
+        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1"
+        self._run(
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(self.dir / "data"),
+            "-o",
+            options,
+            "-l",
+            str(self.dir / "log"),
+            "-w",
+            "start",
+        )
+        return self
+
+    def halt(self, mode: str = "fast") -> None:
+        """``pg_ctl stop``: ``fast`` (a clean stop) or ``immediate`` (as a crash: recovery at the next start)."""
+        assert self.dir is not None
+        self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.dir / "data"), "-m", mode, "-w", "stop")
+
+    def stop(self) -> None:
+        if self.dir is not None:
+            with contextlib.suppress(subprocess.CalledProcessError):  # not running
+                self.halt()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
 
 def end(process: subprocess.Popen[Any] | None, sig: int = signal.SIGTERM, wait: float = 30) -> None:
     """Stop a process started in its own process group, then whatever is left of the group."""
@@ -219,9 +281,12 @@ def children(pid: int) -> list[int]:
 class Rig:
     """Every process of the run, started by ``start()`` and all stopped by ``stop()``."""
 
-    def __init__(self, tmp: Path, lifetime: int | None = None, database_url: str | None = None) -> None:
+    def __init__(
+        self, tmp: Path, lifetime: int | None = None, database_url: str | None = None, postgres: bool = False
+    ) -> None:
         self.tmp = tmp
-        self.database_url = database_url or f"sqlite:///{tmp / 'db.sqlite3'}"
+        self.postgres = PrivatePostgres() if postgres else None
+        self.database_url = self.postgres.url if self.postgres else database_url or f"sqlite:///{tmp / 'db.sqlite3'}"
         self.store = PrivateRedis(data_dir=tmp / "redis")
         self.broker = PrivateRedis()
         self.port = free_port()
@@ -250,6 +315,8 @@ class Rig:
         return env
 
     def start(self) -> Rig:
+        if self.postgres is not None:
+            self.postgres.start()
         self.store.start()
         self.broker.start()
         self.web = serve(self.tmp, self.store.url, self.port, self.env)  # migrates, then serves
@@ -310,13 +377,16 @@ class Rig:
         end(self.web)
         self.broker.stop()
         self.store.stop()
+        if self.postgres is not None:
+            self.postgres.stop()
 
 
 @contextlib.contextmanager
-def rig(lifetime: int | None = None, database_url: str | None = None) -> Iterator[Rig]:
-    """A started rig in a temporary directory (SQLite there unless ``database_url``), stopped at exit."""
+def rig(lifetime: int | None = None, database_url: str | None = None, postgres: bool = False) -> Iterator[Rig]:
+    """A started rig in a temporary directory (SQLite there unless ``database_url``, or a private
+    PostgreSQL), stopped at exit, whatever happened."""
     with tempfile.TemporaryDirectory(prefix="activity-chaos-") as name:
-        running = Rig(Path(name), lifetime, database_url)
+        running = Rig(Path(name), lifetime, database_url, postgres)
         try:
             yield running.start()
         finally:
@@ -484,6 +554,7 @@ def forget_store(ctx: Context) -> Marks:
     database did not hold at that moment is what it may lose."""
     store = ctx.rig.store
     assert ctx.rig.probe is not None and store.process is not None
+    time.sleep(2)  # flushes have run under this phase's load: part of it is in the database
     before = [one for one in ctx.acked_so_far() if one.acknowledged]
     flushed = set(ctx.rig.probe.ask("db", users=[c for one in before for c in one.canaries]))
     down = time.time()
@@ -499,7 +570,8 @@ def forget_store(ctx: Context) -> Marks:
     pages = outage(ctx, down, up)
 
     def allowed(sent: list[Sent]) -> set[str]:
-        unflushed = {c for one in sent if one.acknowledged and one.answered <= down for c in one.canaries} - flushed
+        # Written before the kill: sent before Redis was back (an answer may arrive after the kill).
+        unflushed = {c for one in sent if one.acknowledged and one.ts <= up for c in one.canaries} - flushed
         return unflushed | pages(sent)
 
     return Marks(down, up, allowed, f"down {up - down:.1f} s; {len(flushed)} flushed before")
@@ -577,6 +649,26 @@ def kill_celery_worker(ctx: Context) -> Marks:
     return Marks(killed, time.time(), note="killed holding its claim")
 
 
+def restart_database(ctx: Context) -> Marks:
+    """PostgreSQL stopped as by a crash (``immediate``) while a flush holds its claim, started 1 s later."""
+    rig = ctx.rig
+    assert rig.postgres is not None
+    seen = rig.worker_log().count("test pause after claiming batch 1")
+    deadline = time.monotonic() + 15
+    while rig.worker_log().count("test pause after claiming batch 1") == seen:
+        if time.monotonic() > deadline:
+            raise RuntimeError("no flush claimed a batch")
+        time.sleep(0.02)
+    failed = rig.worker_log().count("OperationalError")
+    down = time.time()
+    rig.postgres.halt("immediate")
+    time.sleep(1)
+    rig.postgres.start()
+    up = time.time()
+    write_failed = rig.worker_log().count("OperationalError") > failed
+    return Marks(down, up, note=f"down {up - down:.1f} s; the flush's write failed: {'yes' if write_failed else 'no'}")
+
+
 def stop_broker(ctx: Context) -> Marks:
     """SIGKILL the broker's Redis; started again (empty) 3 s later."""
     broker = ctx.rig.broker
@@ -596,35 +688,24 @@ class Fault:
     budget: str
 
 
+AWAY = "pages: Redis away + back-off"
 FAULTS = {
     "redis-sigkill": Fault(
-        "Redis SIGKILL, AOF everysec",
-        kill_store,
-        "API: what Redis acknowledged in its last 2 s (everysec); pages: served while Redis was away "
-        "and in the back-off after",
+        "Redis SIGKILL, AOF everysec", kill_store, f"API: acknowledged in Redis's last 2 s (everysec); {AWAY}"
     ),
-    "redis-restart": Fault(
-        "Redis SHUTDOWN and restart", shutdown_store, "API: 0; pages: served while Redis was away and in the back-off"
-    ),
+    "redis-restart": Fault("Redis SHUTDOWN and restart", shutdown_store, f"API: 0; {AWAY}"),
     "redis-no-persistence": Fault(
-        "Redis restart, persistence off",
-        forget_store,
-        "what the database did not hold yet at the restart; pages: served while Redis was away and in the back-off",
+        "Redis restart, persistence off", forget_store, f"all: what the database did not hold yet; {AWAY}"
     ),
-    "redis-oom": Fault(
-        "Redis OOM, noeviction",
-        fill_store,
-        "API: 0 (refused: 503); pages: served while Redis refused and in the back-off",
-    ),
+    "redis-oom": Fault("Redis OOM, noeviction", fill_store, "API: 0 (refused: 503); pages: Redis refusing + back-off"),
     "granian-hup": Fault("granian graceful reload (SIGHUP)", reload_web, "0"),
     "granian-lifetime": Fault("granian worker recycled (workers lifetime)", recycle_web, "0"),
     "web-worker-sigkill": Fault(
-        "web worker SIGKILL",
-        kill_web_worker,
-        "pages answered in the last batch time (`BATCH_MS`) before the kill, plus 0.2 s for the send",
+        "web worker SIGKILL", kill_web_worker, "pages answered in the last `BATCH_MS` + 0.2 s before the kill"
     ),
     "celery-sigkill": Fault("Celery worker SIGKILL mid-flush", kill_celery_worker, "0"),
     "broker-down": Fault("Celery broker down", stop_broker, "0"),
+    "postgres-restart": Fault("PostgreSQL restarted during a flush", restart_database, "0"),
 }
 SHORT = ("redis-sigkill", "granian-hup", "celery-sigkill")
 # The recycle comes when granian's first lifetime tick (60 s after its start) is near, before the
@@ -727,10 +808,14 @@ def run_phase(rig: Rig, key: str, consts: dict[str, Any], token: str, pages: deq
 
 
 def chaos(
-    faults: tuple[str, ...], pages_per_phase: int = 1000, lifetime: int | None = None, database_url: str | None = None
+    faults: tuple[str, ...],
+    pages_per_phase: int = 1000,
+    lifetime: int | None = None,
+    database_url: str | None = None,
+    postgres: bool = False,
 ) -> list[Phase]:
     """Run ``faults`` in turn on one rig; each phase's reconciliation."""
-    with rig(lifetime, database_url) as running:
+    with rig(lifetime, database_url, postgres) as running:
         assert running.probe is not None
         prepared = running.probe.ask("prepare", pages=pages_per_phase * len(faults))
         consts = {"batch_ms": prepared["batch_ms"], "backoff": prepared["backoff"]}
@@ -769,7 +854,7 @@ def table(phases: list[Phase]) -> list[list[str]]:
                 f"{p.acknowledged_api:,} + {p.acknowledged_pages:,}",
                 f"{p.refused:,}",
                 lost,
-                f"{p.allowed:,}: {p.budget}",
+                f"{p.allowed:,}" if p.budget == "0" else f"{p.allowed:,} ({p.budget})",
                 "yes" if p.within_budget else "**no**",
             ]
         )
@@ -781,28 +866,40 @@ def main() -> None:
     parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--short", action="store_true", help=f"only {', '.join(SHORT)} (the suite's run)")
     parser.add_argument("--only", help=f"comma-separated faults of {', '.join(FAULTS)}")
+    parser.add_argument("--sqlite", action="store_true", help="SQLite even where a private PostgreSQL could start")
     args = parser.parse_args()
     if args.probe:
         _probe_main()
         return
     faults = tuple(args.only.split(",")) if args.only else SHORT if args.short else FULL
+    database_url = os.environ.get("DATABASE_URL")
+    postgres = not database_url and not args.sqlite and PrivatePostgres.available()
+    if postgres and not args.only and not args.short:
+        faults += ("postgres-restart",)
     started = time.monotonic()
     # The workers' lifetime ends about when the phases before the recycle have run.
     lifetime = 60 if "granian-lifetime" in faults else None
-    phases = chaos(faults, lifetime=lifetime, database_url=os.environ.get("DATABASE_URL"))
+    phases = chaos(faults, lifetime=lifetime, database_url=database_url, postgres=postgres)
     elapsed = time.monotonic() - started
-    database = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
+    if postgres:
+        database = "a private PostgreSQL 15"
+    else:
+        database = "PostgreSQL" if (database_url or "").startswith("postgres") else "SQLite"
     notes = (
         f"One run of `python -m bench.chaos` ({elapsed:.0f} s), on loopback: granian (2 workers) as `make run` "
         f"serves it, a persistent private Redis (AOF everysec, RDB), the broker on a Redis of its own, a real "
         f"Celery worker and beat flushing every second, {database}. Load in each phase: {THREADS} threads POSTing "
-        f"batches of {API_BATCH} events (each event a canary user of its own, acknowledged: 202) and {THREADS} "
-        f"asking for a signed-in page (each a member of its own, acknowledged: 200), a request every "
-        f"{INTERVAL * 1000:.0f} ms each; {LEAD:g} s before the fault, {TAIL:g} s after it ended. Lost: acknowledged "
-        "and not in the database once the flush has drained. Budget: how many of the phase's canaries the fault "
-        "may lose, and which: within budget means every lost canary is one of them and no batch was "
-        "half-written. Not acknowledged: answered 503 (or not at all). The Celery processes run with a 5 s "
-        "job lock (production: 60 s)."
+        f"batches of {API_BATCH} events (each event a canary user of its own; acknowledged: 202) and {THREADS} "
+        f"asking for a signed-in page (each a member of its own; acknowledged: 200), a request every "
+        f"{INTERVAL * 1000:.0f} ms each; {LEAD:g} s before the fault, {TAIL:g} s after it ended. Not "
+        "acknowledged: the API's 503s while Redis refused, and the few requests whose keep-alive connection a "
+        "stopping web worker closed. Lost: acknowledged and not in the database once the flush has drained. "
+        "Budget: how many of the phase's canaries the fault may lose, and which ones; within budget: every "
+        "lost canary is one of them, and no batch was half-written. Redis away + back-off: pages answered "
+        f"from a batch time and {MARGIN:g} s before the fault until {MARGIN:g} s after the tracking back-off "
+        "(`FAIL_OPEN_BACKOFF`, 5 s) that follows Redis answering again: the middleware fails open, dropping "
+        "and counting what Redis refused. The Celery processes run with a 5 s job lock (production: 60 s), "
+        "each flush pausing 0.3 s after its first claim, so a kill or a database restart lands mid-flush."
     )
     results = {"seconds": round(elapsed, 1), "database": database, "phases": [p.summary() for p in phases]}
     harness.write("chaos", results, table(phases), notes)

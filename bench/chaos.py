@@ -593,6 +593,15 @@ def fill_store(ctx: Context) -> Marks:
     return Marks(down, up, outage(ctx, down, up), f"refused writes for {up - down:.1f} s")
 
 
+def wait_log(read: Callable[[], str], done: Callable[[str], bool], timeout: float, what: str) -> None:
+    """Poll a process's log until ``done`` says so."""
+    deadline = time.monotonic() + timeout
+    while not done(read()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
 def reload_web(ctx: Context) -> Marks:
     """SIGHUP to granian's main process: it starts new workers and stops the old ones, one by one."""
     web = ctx.rig.web
@@ -600,27 +609,24 @@ def reload_web(ctx: Context) -> Marks:
     stopped = ctx.rig.web_log().count("Stopped old worker")
     began = time.time()
     web.send_signal(signal.SIGHUP)
-    deadline = time.monotonic() + 30
-    while ctx.rig.web_log().count("Stopped old worker") < stopped + 2:
-        if time.monotonic() > deadline:
-            raise RuntimeError("granian did not respawn its workers on SIGHUP")
-        time.sleep(0.1)
+    wait_log(ctx.rig.web_log, lambda log: log.count("Stopped old worker") >= stopped + 2, 30, "granian's reload")
     return Marks(began, time.time(), note="both workers replaced")
 
 
 def recycle_web(ctx: Context) -> Marks:
-    """Wait for granian to recycle its workers at the end of their lifetime (``--workers-lifetime``)."""
+    """Wait for granian to recycle its workers at the end of their lifetime (``--workers-lifetime``):
+    at least one worker's lifetime expired, and every old worker stopped."""
     expired = ctx.rig.web_log().count("lifetime expired")
     began = time.time()
-    deadline = time.monotonic() + 2 * (ctx.rig.lifetime or 60) + 10
-    while ctx.rig.web_log().count("Stopped old worker") < ctx.rig.web_log().count("lifetime expired") or (
-        ctx.rig.web_log().count("lifetime expired") == expired
-    ):
-        if time.monotonic() > deadline:
-            raise RuntimeError("granian recycled no worker")
-        time.sleep(0.2)
-    recycled = ctx.rig.web_log().count("lifetime expired") - expired
-    return Marks(began, time.time(), note=f"{recycled} worker(s) recycled, waited {time.time() - began:.0f} s")
+
+    def recycled(log: str) -> bool:
+        return log.count("lifetime expired") > expired and log.count("Stopped old worker") >= log.count(
+            "lifetime expired"
+        )
+
+    wait_log(ctx.rig.web_log, recycled, 2 * (ctx.rig.lifetime or 60) + 10, "a worker's lifetime to end")
+    count = ctx.rig.web_log().count("lifetime expired") - expired
+    return Marks(began, time.time(), note=f"{count} worker(s) recycled, waited {time.time() - began:.0f} s")
 
 
 def kill_web_worker(ctx: Context) -> Marks:
@@ -634,15 +640,17 @@ def kill_web_worker(ctx: Context) -> Marks:
     return Marks(killed, killed, lambda sent: pages_between(sent, killed - window, killed), "one of two workers")
 
 
+def wait_for_claim(rig: Rig) -> None:
+    """Until the worker's next flush has claimed a batch (it pauses 0.3 s then, holding it)."""
+    line = "test pause after claiming batch 1"
+    seen = rig.worker_log().count(line)
+    wait_log(rig.worker_log, lambda log: log.count(line) > seen, 15, "a flush to claim a batch")
+
+
 def kill_celery_worker(ctx: Context) -> Marks:
     """SIGKILL the Celery worker (its process group) while its flush holds a claim; start another."""
     rig = ctx.rig
-    seen = rig.worker_log().count("test pause after claiming batch 1")
-    deadline = time.monotonic() + 15
-    while rig.worker_log().count("test pause after claiming batch 1") == seen:
-        if time.monotonic() > deadline:
-            raise RuntimeError("no flush claimed a batch")
-        time.sleep(0.02)
+    wait_for_claim(rig)
     killed = time.time()
     end(rig.worker, signal.SIGKILL)
     rig.start_worker()
@@ -653,12 +661,7 @@ def restart_database(ctx: Context) -> Marks:
     """PostgreSQL stopped as by a crash (``immediate``) while a flush holds its claim, started 1 s later."""
     rig = ctx.rig
     assert rig.postgres is not None
-    seen = rig.worker_log().count("test pause after claiming batch 1")
-    deadline = time.monotonic() + 15
-    while rig.worker_log().count("test pause after claiming batch 1") == seen:
-        if time.monotonic() > deadline:
-            raise RuntimeError("no flush claimed a batch")
-        time.sleep(0.02)
+    wait_for_claim(rig)
     failed = rig.worker_log().count("OperationalError")
     down = time.time()
     rig.postgres.halt("immediate")

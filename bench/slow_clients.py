@@ -175,7 +175,12 @@ def serve(tmp: Path, redis_url: str, port: int, env: dict[str, str]) -> subproce
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     log = (tmp / "granian.log").open("wb")
     server = subprocess.Popen(
-        granian_command(sys.executable, env), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        granian_command(sys.executable, env),
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        process_group=0,  # its workers are found and stopped with it (bench.chaos signals them)
     )
     deadline = time.monotonic() + 60
     while probe(port, "/healthz") is None:

@@ -16,6 +16,11 @@ process collects and freezes the survivors (``gc.freeze``) once it has loaded th
 after its ``WEB_GC_FREEZE_AFTER``-th request (default 100; 0 leaves the collector alone), once its
 first requests have built what Django builds lazily (templates, ...): later full collections walk
 only what was made since, 1-5 ms each.
+
+A worker granian stops (a reload on SIGHUP, a recycle at the end of its lifetime, a shutdown) sends
+the tracked activity its process still holds (``services.tracking``) in the lifespan's shutdown:
+granian's workers are forked processes that end with ``os._exit``, which runs no ``atexit`` handler,
+so without it each one lost its last batch time of tracked pages (``python -m bench.chaos``).
 """
 
 from __future__ import annotations
@@ -77,10 +82,12 @@ class Front:
         app: Callable[[Scope, Receive, Send], Awaitable[None]],
         body_limit: int | None,
         freeze_after: int = GC_FREEZE_AFTER,
+        on_shutdown: Callable[[], None] | None = None,
     ) -> None:
         self.app = app
         self.body_limit = body_limit
         self.freeze_after = freeze_after
+        self.on_shutdown = on_shutdown
         self.served = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -110,13 +117,16 @@ class Front:
             gc.freeze()
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
-        """ASGI lifespan: a process that has loaded the app freezes it before its first request."""
+        """ASGI lifespan: a process that has loaded the app freezes it before its first request, and
+        runs ``on_shutdown`` once it has served its last."""
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 self.collect_and_freeze()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if self.on_shutdown is not None:
+                    self.on_shutdown()  # blocking: nothing else is served any more
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -152,4 +162,8 @@ def _coroutine(send: Send) -> Send:
     return sending
 
 
-application = Front(WsgiToAsgi(get_wsgi_application()), settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+django_application = get_wsgi_application()
+
+from activity.services.tracking import batches  # noqa: E402 (once Django is set up)
+
+application = Front(WsgiToAsgi(django_application), settings.DATA_UPLOAD_MAX_MEMORY_SIZE, on_shutdown=batches.flush)

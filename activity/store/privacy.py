@@ -27,7 +27,7 @@ class Where:
     visitor: bytes  # the user's visitor id (16 bytes)
     page_periods: Sequence[str]  # ``d:YYYYMMDD`` / ``w:YYYYWww`` whose page statistics may hold the user
     report_copies: Sequence[str]  # ranked report copies of those periods
-    bitmaps: Sequence[str]  # active-user bitmaps of the retained days, weeks and months
+    bitmaps: Sequence[str]  # active-user and cohort bitmaps of the retained days, weeks and months
     day_bitmaps: Sequence[tuple[str, str]]  # (day name, its bitmap), for the export's active days
     rate_counters: Sequence[str]  # throttle counters that may name the user (no hash tag: one DEL each)
 
@@ -53,7 +53,7 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     pv += [(keys.user_views(period, user), "del") for period in where.page_periods]
     pv += [(keys.session(user), "del"), (keys.recommendations(user), "del")]
     pv += [(key, "del") for copy in where.report_copies for key in (keys.report_rows(copy), keys.report_meta(copy))]
-    au = [] if where.bit is None else [(bitmap, "bit") for bitmap in where.bitmaps]
+    au = [] if where.bit is None else [(bitmap, "bit") for bitmap in where.bitmaps] + [(keys.first_day(), "u16")]
 
     part = partition_of(user)
     ls = [(part.seen, "zrem"), (part.dirty, "zrem")]

@@ -24,30 +24,42 @@ end
 
 local tombstones, field, first, moved = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local erasures = redis.call('EXISTS', tombstones) == 1
-local firsts, moves = 0, 0
+local users, reads = {}, {}
 for i = 4, #ARGV do
-  local user = ARGV[i]
-  local expiry = erasures and redis.call('ZSCORE', tombstones, user)
+  local expiry = erasures and redis.call('ZSCORE', tombstones, ARGV[i])
   if not (expiry and tonumber(expiry) > now) then
-    local at = '#' .. user
-    local old = redis.call('BITFIELD', field, 'GET', 'u16', at)[1]
-    if old == 0 or old > day then
-      redis.call('BITFIELD', field, 'SET', 'u16', at, day)
-      if ttl > 0 then
-        redis.call('SETBIT', first, user, 1)
-        if old ~= 0 then
-          redis.call('SETBIT', moved, user, 1)
-          moves = moves + 1
-        end
+    users[#users + 1] = ARGV[i]
+    reads[#reads + 1], reads[#reads + 2], reads[#reads + 3] = 'GET', 'u16', '#' .. ARGV[i]
+  end
+end
+if #users == 0 then
+  return 0
+end
+-- One BITFIELD reads every user's first day, one more writes the new ones: a call per user would
+-- cost the write path more than the work itself.
+local olds = redis.call('BITFIELD', field, unpack(reads))
+local writes, moves = {}, 0
+for j, user in ipairs(users) do
+  local old = olds[j]
+  if old == 0 or old > day then
+    writes[#writes + 1], writes[#writes + 2], writes[#writes + 3], writes[#writes + 4] = 'SET', 'u16', '#' .. user, day
+    if ttl > 0 then
+      redis.call('SETBIT', first, user, 1)
+      if old ~= 0 then
+        redis.call('SETBIT', moved, user, 1)
+        moves = moves + 1
       end
-      firsts = firsts + 1
     end
   end
 end
-if ttl > 0 and firsts > 0 then
-  redis.call('EXPIRE', first, ttl)
-  if moves > 0 then
-    redis.call('EXPIRE', moved, ttl)
+local firsts = #writes / 4
+if firsts > 0 then
+  redis.call('BITFIELD', field, unpack(writes))
+  if ttl > 0 then
+    redis.call('EXPIRE', first, ttl)
+    if moves > 0 then
+      redis.call('EXPIRE', moved, ttl)
+    end
   end
 end
 return firsts

@@ -25,6 +25,7 @@ class Lifetime:
 
     kind: str  # "long-lived", "ttl", "dated" or "delete"
     stray_ttl: Callable[[Mapping[str, str], float], int | None]
+    keep_days: int = 0  # "dated": days kept past the end of the period the name gives
 
 
 # One of the short documented list of keys that live without a TTL: never touched.
@@ -67,7 +68,7 @@ def _dated_retention(fields: Mapping[str, str], now: float) -> int:
     return max(day_ttl(last, now), 0)
 
 
-DATED = Lifetime("dated", _dated_retention)
+DATED = Lifetime("dated", _dated_retention, KEEP_DAYS)
 
 _PLACEHOLDER = re.compile(r"<(\w+)>")
 
@@ -544,7 +545,7 @@ def _cohort_retention(fields: Mapping[str, str], now: float) -> int:
     return max(cohort_ttl(day, now), 0)
 
 
-COHORT = Lifetime("ttl", _cohort_retention)
+COHORT = Lifetime("dated", _cohort_retention, COHORT_KEEP_DAYS)
 
 
 @family("{au}:first-day", "string", LONG_LIVED)

@@ -22,7 +22,7 @@ from activity.store.scripts import LuaScript, Pipeline
 FIRST_ACTIVE = LuaScript("first_active")
 
 ACTIVE = {"day": keys.active_bits, "week": keys.active_bits_week}
-BITOP_KEYS = 8  # source bitmaps per BITOP: bounded work per command
+BITOP_KEYS = 5  # bitmaps a BITOP reads (its destination among them): bounded work per command
 SETBITS_PER_TRIP = 10_000  # SETBITs of an id list per pipeline
 IDS_PER_CALL = 1000  # users per first_active call: a bounded script
 FIELD_GETS = 1000  # BITFIELD GETs per command
@@ -75,7 +75,11 @@ def seed_first_days(client: Client, firsts: Mapping[int, date], now: float) -> i
     for offset, day in firsts.items():
         old = stored[offset]
         if old > day_number(day):
-            pipe.setbit(keys.first_active(day_name(EPOCH + timedelta(days=old))), offset, 0)
+            replaced = EPOCH + timedelta(days=old)
+            ttl = keys.cohort_ttl(replaced, now)
+            if ttl > 0:  # SETBIT may create the key (zeros): it gets the TTL its writers give
+                pipe.setbit(keys.first_active(day_name(replaced)), offset, 0)
+                pipe.expire(keys.first_active(day_name(replaced)), ttl)
     replies = pipe.execute()
     return sum(int(replies[i]) for i in counted)
 

@@ -121,7 +121,9 @@ history = st.fixed_dictionaries(
 @seed(37)
 @REPEATABLE
 @given(history)
-def test_every_cell_and_every_active_count_match_the_model(redis_client, at, monkeypatch, example):
+def test_every_cell_and_every_active_count_match_the_model(
+    redis_client, at, django_capture_on_commit_callbacks, example
+):
     zone = example["zone"]
     User = get_user_model()
     with override_settings(ACTIVITY_TIME_ZONE=zone):
@@ -136,7 +138,8 @@ def test_every_cell_and_every_active_count_match_the_model(redis_client, at, mon
                 )
                 users.append(User.objects.create(username=f"model-{n}", date_joined=joined))
                 if spec["member"]:
-                    users[-1].groups.add(group)
+                    with django_capture_on_commit_callbacks(execute=True):  # the membership bitmap
+                        users[-1].groups.add(group)
             # The history, delivered in order of arrival: some events late, so a user's later day
             # can arrive before an earlier one.
             deliveries = []
@@ -341,7 +344,7 @@ def test_one_build_per_expiry_and_stale_served_meanwhile(redis_client, monkeypat
 
 
 @pytest.mark.django_db
-def test_the_rollup_keeps_cells_after_the_bitmaps_expire(redis_client, at):
+def test_the_rollup_keeps_cells_after_the_bitmaps_expire(redis_client, at, django_capture_on_commit_callbacks):
     now = clock.now()
     today = calendar.day_of(now)
     days = [today - timedelta(days=n) for n in range(5, 0, -1)]
@@ -370,7 +373,8 @@ def test_the_rollup_keeps_cells_after_the_bitmaps_expire(redis_client, at):
     assert kept[days[0].isoformat()]["size"] == 5  # users 1, 2, 4, 5, 7
     # Group tables: the rollup keeps site-wide cells only.
     group = Group.objects.create(name="rollup")
-    group.user_set.add(get_user_model().objects.create(username="g1", pk=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        group.user_set.add(get_user_model().objects.create(username="g1", pk=1))
     grouped = retention.build(retention.Query(cohorts=50, periods=50, group=group.pk), later)
     first = next(row for row in grouped["cohorts"] if row["start"] == days[0].isoformat())
     assert first["size"] == 1 and first["retained"][0] is None

@@ -102,14 +102,6 @@ def signups(period: str, starts: Sequence[date]) -> dict[date, list[int]]:
     return found
 
 
-def group_members(group_id: int) -> list[int]:
-    """The bit offsets of a group's members; ``UnknownGroup`` when there is no such group."""
-    if not Group.objects.filter(pk=group_id).exists():
-        raise UnknownGroup(group_id)
-    pks = get_user_model()._default_manager.filter(groups__id=group_id).values_list("pk", flat=True)
-    return [offset for pk in pks.iterator(chunk_size=10_000) if (offset := bitmap_offset(str(pk))) is not None]
-
-
 def _cohorts(by: str, period: str, wanted: Sequence[tuple[date, Sequence[date]]]) -> list[store.Cohort]:
     """The store's cohorts for (start, periods to count) pairs."""
     ids = signups(period, [start for start, _ in wanted]) if by == "signup" else {}
@@ -136,8 +128,7 @@ def build(query: Query, now: float) -> dict[str, Any]:
         ]
         for start in starts
     }
-    members = None if query.group is None else group_members(query.group)
-    counted = store.count(get_client(), _cohorts(query.by, period, list(live.items())), members)
+    counted = store.count(get_client(), _cohorts(query.by, period, list(live.items())), query.group)
     stored = {}
     if query.group is None and any(len(live[start]) < reached[start] for start in starts):
         rows = RetentionCell.objects.filter(by=query.by, period=period, cohort__in=starts)

@@ -124,15 +124,14 @@ def _bitop(pipe: Pipeline, op: str, dest: str, *sources: str) -> None:
     pipe.pexpire(dest, SCRATCH_MS)
 
 
-def count(client: Client, cohorts: Sequence[Cohort], group: Iterable[int] | None = None) -> list[Counted]:
-    """Each cohort's size and its users active in each of its periods, restricted to ``group``'s
-    users (bit offsets) when given: one round trip per cohort (plus the id lists' SETBITs), each
-    command a BITOP over at most ``BITOP_KEYS`` bitmaps or a BITCOUNT. Scratch bitmaps are deleted."""
+def count(client: Client, cohorts: Sequence[Cohort], group: int | None = None) -> list[Counted]:
+    """Each cohort's size and its users active in each of its periods, restricted to the members of
+    ``group`` (its membership bitmap, ``keys.group_members``) when given: one round trip per cohort
+    (plus the id lists' SETBITs), each command a BITOP over at most ``BITOP_KEYS`` bitmaps or a
+    BITCOUNT. Scratch bitmaps are deleted."""
     token = secrets.token_hex(8)
-    cohort, mask, cell, members = (keys.cohort_scratch(token, name) for name in ("cohort", "mask", "cell", "group"))
-    scratch = [cohort, mask, cell, members]
-    if group is not None:
-        _write_ids(client, members, group)
+    cohort, mask, cell = (keys.cohort_scratch(token, name) for name in ("cohort", "mask", "cell"))
+    scratch = [cohort, mask, cell]
     found: list[Counted] = []
     try:
         for spec in cohorts:
@@ -153,7 +152,7 @@ def count(client: Client, cohorts: Sequence[Cohort], group: Iterable[int] | None
                 _bitop(pipe, "AND", mask, mask, cohort)
                 _bitop(pipe, "XOR", cohort, cohort, mask)
             if group is not None:
-                _bitop(pipe, "AND", cohort, cohort, members)
+                _bitop(pipe, "AND", cohort, cohort, keys.group_members(group))
             size_at = len(pipe)
             pipe.bitcount(cohort)
             counts_at = []

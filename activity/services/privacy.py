@@ -165,6 +165,7 @@ def _holds_activity(found: store.Footprint) -> bool:
         or found.groups
         or found.active_days
         or found.first_visit_day is not None
+        or found.first_active_day is not None
     )
 
 
@@ -207,6 +208,7 @@ def export(user: str) -> dict[str, Any] | None:
         if found.active_days is None
         else [f"{day[:4]}-{day[4:6]}-{day[6:]}" for day in found.active_days],
         "first_visit": _day(found.first_visit_day),
+        "first_active": _day(found.first_active_day),
         "erased_until": iso(found.tombstone) if found.tombstone is not None and found.tombstone > now else None,
         "database": None
         if row is None

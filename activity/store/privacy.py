@@ -86,6 +86,7 @@ class Footprint:
     groups: list[str]  # groups whose materialized views list the user
     active_days: list[str] | None  # YYYYMMDD; None when the user is counted by HyperLogLog
     first_visit_day: int | None  # day number (days since 1970-01-01) of the first visit ever
+    first_active_day: int | None  # day number of the first activity (retention cohorts); None: none known
     tombstone: float | None  # when the user's tombstone in last seen expires (a recent erase)
 
 
@@ -105,12 +106,16 @@ def footprint(client: Client, where: Where) -> Footprint:
     for period in where.page_periods:
         pipe.get(keys.user_views(period, user))
     if where.bit is not None:
+        pipe.execute_command("BITFIELD", keys.first_day(), "GET", "u16", f"#{where.bit}")
         for _, bitmap in where.day_bitmaps:
             pipe.getbit(bitmap, where.bit)
     replies = pipe.execute()
     seen, dirty, claimed, tombstone, session, pttl, name, aliases, groups, first = replies[:10]
     views = replies[10 : 10 + len(where.page_periods)]
     bits = replies[10 + len(where.page_periods) :]
+    first_active = None
+    if where.bit is not None:
+        first_active, bits = int(bits[0][0]) or None, bits[1:]
     entries = [json.loads(entry) for entry in session]
     return Footprint(
         last_seen=seen,
@@ -126,5 +131,6 @@ def footprint(client: Client, where: Where) -> Footprint:
         if where.bit is None
         else [day for (day, _), bit in zip(where.day_bitmaps, bits, strict=True) if bit],
         first_visit_day=None if first is None else int(first),
+        first_active_day=first_active,
         tombstone=tombstone,
     )

@@ -452,6 +452,11 @@ class ExportSerializer(serializers.Serializer):
     first_visit = serializers.DateField(
         allow_null=True, help_text="The day of the first visit ever, in the zone of that day."
     )
+    first_active = serializers.DateField(
+        allow_null=True,
+        help_text="The day of the first activity the retention cohorts know; null when none, or for an id "
+        "counted by HyperLogLog.",
+    )
     erased_until = serializers.CharField(allow_null=True, help_text="Set while a recent erase keeps the id tombstoned.")
     database = ExportRowSerializer(allow_null=True, help_text="The flushed row.")
 

@@ -253,8 +253,9 @@ def test_ninety_days_and_twenty_six_weeks_are_within_bounds(staff_api):
     assert staff_api.get(f"{URL}?period=week&cohorts=26&periods=26").status_code == 200
 
 
-def test_an_unknown_group_is_a_404(staff_api):
-    assert staff_api.get(f"{URL}?group=999999").status_code == 404
+def test_an_unknown_group_is_a_400_naming_it(staff_api):
+    answer = staff_api.get(f"{URL}?group=999999")
+    assert answer.status_code == 400 and answer.json() == {"group": ["No such group."]}
 
 
 @pytest.mark.django_db

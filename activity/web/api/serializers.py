@@ -517,7 +517,7 @@ class RetentionCohortSerializer(serializers.Serializer):
 
 
 class RetentionSerializer(serializers.Serializer):
-    by = serializers.ChoiceField(choices=["first_seen", "signup"])
-    period = serializers.ChoiceField(choices=["day", "week"])
+    by = serializers.CharField(help_text="first_seen or signup, as asked.")
+    period = serializers.CharField(help_text="day or week, as asked.")
     time_zone = serializers.CharField(help_text="The calendar zone cutting the days (ACTIVITY_TIME_ZONE).")
     cohorts = RetentionCohortSerializer(many=True, help_text="Oldest first.")

@@ -309,9 +309,10 @@ class RetentionView(ServiceView):
             ),
             *HEADERS,
         ],
-        responses=responses({200: s.RetentionSerializer}, 400, 404),
+        responses=responses({200: s.RetentionSerializer}, 400),
         description="Signed-in users with integer ids (docs/cohorts.md), cut at the calendar zone's local "
-        "midnight. A cached table (the reports' TTL), rebuilt by one client at a time. 404: no such group.",
+        "midnight. A cached table (the reports' TTL), rebuilt by one client at a time. An unknown group is a "
+        "400 naming `group`.",
     )
     def get(self, request: Request) -> Response:
         query = s.RetentionQuerySerializer(data=request.query_params)
@@ -319,7 +320,7 @@ class RetentionView(ServiceView):
         try:
             body, cache = retention.table(retention.Query(**query.validated_data))
         except retention.UnknownGroup:
-            raise NotFound("No such group.") from None
+            raise ValidationError({"group": ["No such group."]}) from None
         return Response(body, headers={"X-Cache": cache})
 
 

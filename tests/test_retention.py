@@ -421,3 +421,30 @@ def test_an_erase_clears_the_user_from_the_cohorts(redis_client, db, at):
     assert [row["size"] for row in found["cohorts"]] == [0, 1]
     assert redis_client.execute_command("BITFIELD", keys.first_day(), "GET", "u16", "#9") == [0]
     assert redis_client.getbit(keys.first_moved(calendar.day_name(calendar.day_of(now) - timedelta(days=1))), 9) == 0
+
+
+@pytest.mark.django_db
+def test_the_rollup_of_a_sunday_keeps_the_weeks_cells(redis_client, at):
+    now = clock.now()
+    today = calendar.day_of(now)
+    sunday = today - timedelta(days=today.weekday() + 1)  # the last Sunday before today
+    week, before_week = week_of(sunday), week_of(sunday) - timedelta(days=7)
+    zone = calendar.zone_name()
+    for day, users in ((before_week + timedelta(days=2), range(1, 5)), (week + timedelta(days=3), (1, 2, 5, 6))):
+        at(local(zone, day, 12 * 3_600))
+        ingest._days_written.clear()
+        ingest.record_events([Event(str(user), clock.now()) for user in users])
+    at(now)
+    audience.rollup_day(sunday)
+    assert RetentionCell.objects.filter(period="week", cohort=before_week, offset=1, retained=2).exists()
+    query = retention.Query(period="week", cohorts=12, periods=12)
+    before = {row["start"]: row for row in retention.build(query, now)["cohorts"]}
+
+    later = now + 8 * 7 * 86_400  # the weeks' active bitmaps are past their retention
+    at(later)
+    after = {row["start"]: row for row in retention.build(query, later)["cohorts"]}
+    old, new = after[before_week.isoformat()], after[week.isoformat()]
+    assert (old["size"], new["size"]) == (4, 2)
+    assert old["retained"][1] == before[before_week.isoformat()]["retained"][1] == 2  # from the rollup's row
+    assert new["retained"][0] == before[week.isoformat()]["retained"][0] == 2
+    assert old["retained"][0] is None  # that week's Sunday was never rolled up

@@ -80,3 +80,32 @@ class DailyRollup(models.Model):
 
     def __str__(self) -> str:
         return self.day.isoformat()
+
+
+class RetentionCell(models.Model):
+    """One cell of a site-wide retention table (docs/cohorts.md): of the cohort that started on
+    ``cohort`` (first active, or signed up, in that local day or ISO week), how many were active
+    ``offset`` periods later. Written by the rollup while the period's bitmaps are still in Redis, so
+    a table reaching past them stays exact."""
+
+    BY_CHOICES = [("first_seen", "first seen"), ("signup", "signed up")]
+    PERIOD_CHOICES = [("day", "day"), ("week", "week")]
+
+    by = models.CharField(max_length=16, choices=BY_CHOICES)
+    period = models.CharField(max_length=8, choices=PERIOD_CHOICES)
+    cohort = models.DateField(help_text="The cohort's first day (a Monday for weeks).")
+    offset = models.PositiveSmallIntegerField(help_text="Periods after the cohort's own (0: the cohort's).")
+    size = models.PositiveIntegerField(default=0, help_text="Users in the cohort.")
+    retained = models.PositiveIntegerField(default=0, help_text="Of them, users active in that period.")
+    time_zone = models.CharField(max_length=64, help_text="The zone whose local midnights cut the periods.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "retention cell"
+        ordering = ["by", "period", "-cohort", "offset"]
+        constraints = [
+            models.UniqueConstraint(fields=["by", "period", "cohort", "offset"], name="activity_retention_cell_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.by} {self.period} {self.cohort.isoformat()} +{self.offset}"

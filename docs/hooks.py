@@ -117,7 +117,9 @@ def key_schema() -> str:
         if kind == "ttl":
             lifetime = f"fixed: {_duration(family.lifetime.stray_ttl({}, time.time()))} with the default settings"
         elif kind == "dated":
-            lifetime = f"until {keys.KEEP_DAYS} days past the end of its day, week or month (read from the name)"
+            lifetime = (
+                f"until {family.lifetime.keep_days} days past the end of its day, week or month (read from the name)"
+            )
         else:
             lifetime = LIFETIMES[kind]
         doc = (family.builder.__doc__ or "").strip().split("\n\n", 1)[0] if family.builder else ""

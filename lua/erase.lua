@@ -6,6 +6,7 @@
 --   hdel     HDEL the member as a field
 --   bit      SETBIT the member (a decimal offset) to 0, only where the bitmap reaches it (a shorter
 --            or missing bitmap is left as it is: never grown, never created)
+--   u16      BITFIELD SET u16 #member 0 (the member a decimal offset), only where the string reaches it
 --   name     GET the display name (remembered for byname), then DEL the key
 --   aliases  SMEMBERS the former display names (remembered for byname), then DEL the key
 --   byname   ZREM "<name> NUL <member>" for each remembered name and for the member itself
@@ -28,7 +29,7 @@ if now == nil or expiry == nil or expiry <= now then
 end
 for i = 4, #ARGV do
   local op = ARGV[i]
-  if op ~= 'del' and op ~= 'zrem' and op ~= 'hdel' and op ~= 'bit' and op ~= 'name' and op ~= 'aliases'
+  if op ~= 'del' and op ~= 'zrem' and op ~= 'hdel' and op ~= 'bit' and op ~= 'u16' and op ~= 'name' and op ~= 'aliases'
       and op ~= 'byname' and op ~= 'pending' then
     return redis.error_reply('erase: unknown operation ' .. op)
   end
@@ -46,6 +47,12 @@ for i = 2, #KEYS do
   elseif op == 'bit' then
     if redis.call('STRLEN', key) > math.floor(tonumber(member) / 8) then
       removed = removed + redis.call('SETBIT', key, member, 0)
+    end
+  elseif op == 'u16' then
+    if redis.call('STRLEN', key) > tonumber(member) * 2 then
+      if redis.call('BITFIELD', key, 'SET', 'u16', '#' .. member, 0)[1] ~= 0 then
+        removed = removed + 1
+      end
     end
   elseif op == 'name' then
     local name = redis.call('GET', key)

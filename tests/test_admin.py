@@ -192,9 +192,42 @@ def test_dashboard_cost_does_not_grow_with_users(at, admin_client, redis_client)
     record_traffic(5000, NOON)
     assert cost() == small
     # Redis: stats, today's page views, top pages, where people went next, the report's page, flush
-    # status, the tracking of this request. Queries: the session, the user, the rollup rows, the
-    # groups (none here, so no round trip for their counts).
-    assert small == (7, 4)
+    # status, the retention heatmap's cached table, the tracking of this request. Queries: the
+    # session, the user, the rollup rows, the groups (none here, so no round trip for their counts),
+    # the retention picker's groups.
+    assert small == (8, 5)
+
+
+def heatmap_cells(html: str) -> dict[tuple[str, int], str]:
+    table = re.search(r'id="activity-retention".*?</svg>', html, re.S).group(0)
+    return {
+        (cohort, int(k)): count
+        for cohort, k, count in re.findall(r'data-cohort="([\d-]+)" data-k="(\d+)" data-count="(\d*)"', table)
+    }
+
+
+@pytest.mark.django_db
+def test_dashboard_heatmap_shows_the_retention_api_table_and_its_group_picker(at, admin_client):
+    crew = Group.objects.create(name="crew")
+    User = get_user_model()
+    User.objects.bulk_create(User(pk=pk, username=f"c{pk}") for pk in (3001, 3002))
+    crew.user_set.add(3001)
+    groups.rebuild_memberships()
+    ingest.record_events([Event("3001", NOON - 86_400), Event("3002", NOON - 86_400), Event("3001", NOON)])
+    for query, picked in (("", {}), (f"?group={crew.pk}&period=week", {"group": crew.pk, "period": "week"})):
+        page = admin_client.get(DASHBOARD + query).content.decode()
+        size = 14 if picked.get("period", "day") == "day" else 12
+        api = admin_client.get(
+            reverse("activity:retention"), {"cohorts": size, "periods": size, "by": "first_seen", **picked}
+        ).json()
+        expected = {
+            (row["start"], k): "" if count is None else str(count)
+            for row in api["cohorts"]
+            for k, count in enumerate(row["retained"])
+        }
+        assert heatmap_cells(page) == expected
+    day_page = heatmap_cells(admin_client.get(DASHBOARD).content.decode())
+    assert day_page[("2026-11-24", 0)] == "2" and day_page[("2026-11-24", 1)] == "1"
 
 
 def make_groups(count: int, active_users: int, ts: float) -> list[Group]:
@@ -252,7 +285,7 @@ def test_top_groups_cost_is_bounded_whatever_the_number_of_groups(at, admin_clie
         return seen.client_sends, len(queries), len(re.findall(r"<tr data-group=", html))
 
     made = make_groups(25, active_users=26, ts=NOON)
-    assert cost() == (8, 4, 10)  # one more round trip and one more query, for the groups
+    assert cost() == (9, 5, 10)  # one more round trip, for the groups
     with CommandDelta(redis_client) as delta:
         groups.top_active_today()
     assert (delta.calls["evalsha"], delta.calls["bitop"]) == (20, 20)  # one bounded AND per group looked at

@@ -79,7 +79,8 @@ def test_backfill_seeds_last_seen_and_never_moves_a_newer_one_back(redis_client)
 
     assert out.strip().splitlines() == [
         "activity_backfill: 5 users with a last login read in 3 batches: "
-        "3 last seen moved forward, 1 already as new or newer (kept), 1 skipped.",
+        "3 last seen moved forward, 1 already as new or newer (kept), 1 skipped; "
+        "4 first active days new or moved back.",
         "activity_backfill: 0 groups rebuilt, 0 memberships with a bit.",
     ]
     seen = last_seen.get_many(str(user.pk) for user in users)
@@ -89,7 +90,9 @@ def test_backfill_seeds_last_seen_and_never_moves_a_newer_one_back(redis_client)
     assert seen[str(users[5].pk)] == login_ts(users[5])
     assert seen[str(future.pk)] is None and seen[str(never.pk)] is None
     # Idempotent: a second run moves nothing.
-    assert "0 last seen moved forward, 4 already as new or newer (kept), 1 skipped" in run("activity_backfill")
+    again = run("activity_backfill")
+    assert "0 last seen moved forward, 4 already as new or newer (kept), 1 skipped" in again
+    assert "0 first active days new or moved back" in again
     # The moved users are marked changed, as the ones seeded above: the next flush writes their rows.
     assert "4 rows written" in run("activity_flush")
     assert set(UserActivity.objects.values_list("user_id", flat=True)) == {
@@ -98,14 +101,16 @@ def test_backfill_seeds_last_seen_and_never_moves_a_newer_one_back(redis_client)
 
 
 @pytest.mark.django_db
-def test_backfill_costs_one_query_and_one_round_trip_per_batch(redis_client, django_assert_num_queries):
+def test_backfill_costs_bounded_queries_and_round_trips_per_batch(redis_client, django_assert_num_queries):
     make_users(25, clock.now() - 60)
     run("activity_backfill")  # loads the scripts, so what follows is the steady state
-    # A count, 3 batches, the empty end; then the groups' membership bitmaps (no group: one query).
-    with django_assert_num_queries(6), CommandDelta(redis_client) as delta:
+    # A count; per batch the users and their activity rows; the empty end; the activity rows' pass;
+    # then the groups' membership bitmaps (no group: one query).
+    with django_assert_num_queries(10), CommandDelta(redis_client) as delta:
         run("activity_backfill", "--batch-size", "10")
-    # Per batch one pipeline of two scripts: "ZADD unless smaller" and the users' group indexes.
-    assert delta.calls["evalsha"] == 6
+    # Per batch one pipeline of two scripts, "ZADD unless smaller" and the users' group indexes, then
+    # the first days: one BITFIELD read, and one first_active call per day (here one).
+    assert delta.calls["evalsha"] == 9
     assert not {"scan", "keys", "sort", "zrange"} & set(delta.calls)
 
 

@@ -1,6 +1,7 @@
 """The dashboard in a real headless browser: Debian's chromium driven by Playwright against the live
-server. Log in as staff, watch the live refresh bring new figures equal to ``GET /api/v1/stats/``
-and a group's row of the top groups equal to ``GET /api/v1/groups/<id>/active/``,
+server. Log in as staff, find the retention heatmap equal to ``GET /api/v1/retention/`` (for all
+users, then for a group through the picker), watch the live refresh bring new figures equal to
+``GET /api/v1/stats/`` and a group's row of the top groups equal to ``GET /api/v1/groups/<id>/active/``,
 then open a user's activity page and find their session. Screenshots go to tests/artifacts/.
 
 Without chromium installed the test is skipped, or fails under ``ACTIVITY_REQUIRE_BROWSER`` (the
@@ -35,6 +36,21 @@ def shown_figures(page) -> dict[str, str]:
     )
 
 
+def assert_heatmap_matches_the_api(page, server: str, query: str) -> None:
+    """Every cell the heatmap drew (count, and share as its opacity) equals the retention API's."""
+    cells = page.eval_on_selector_all(
+        "#activity-retention rect.cell",
+        "nodes => nodes.map(n => [n.dataset.cohort, +n.dataset.k, n.dataset.count, n.dataset.size])",
+    )
+    api = page.request.get(f"{server}/api/v1/retention/?cohorts=14&periods=14{query}").json()
+    expected = [
+        [row["start"], k, "" if count is None else str(count), str(row["size"])]
+        for row in api["cohorts"]
+        for k, count in enumerate(row["retained"])
+    ]
+    assert cells == expected and any(count not in ("", "0") for _, _, count, _ in cells)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_staff_sees_live_figures_equal_to_the_stats_api_and_a_users_session(
     browser, live_server, django_user_model, redis_client, monkeypatch
@@ -58,6 +74,13 @@ def test_staff_sees_live_figures_equal_to_the_stats_api_and_a_users_session(
         page.wait_for_selector("#activity-panel [data-figure=online]")
         assert page.text_content("[data-figure=online]") == "26"  # 25 users and the staff user
         page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+        assert_heatmap_matches_the_api(page, live_server.url, "")
+        page.select_option("#id_group", str(crew.pk))  # the group picker: the same table, for the crew
+        page.click("#activity-retention-show")
+        page.wait_for_url(f"**group={crew.pk}**")
+        assert_heatmap_matches_the_api(page, live_server.url, f"&group={crew.pk}")
+        page.goto(f"{live_server.url}/admin/activity/dashboard/")
+        page.wait_for_selector("#activity-panel [data-figure=online]")
 
         record(range(6001, 6011), lambda n: "/checkout/")  # ten more users, after the page loaded
         page.wait_for_function("() => document.querySelector('[data-figure=online]').textContent === '36'")

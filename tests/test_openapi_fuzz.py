@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import schemathesis
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from rest_framework.authtoken.models import Token
 from schemathesis.engine import events, from_schema
 from schemathesis.transport.wsgi import WSGI_TRANSPORT
@@ -27,6 +28,7 @@ from tests.conftest import with_permissions
 
 SCHEMA_URL = "/api/v1/schema/?format=json"
 NEXT_PAGES, WALKED_FROM = "/api/v1/pages/next/", "/fuzz/from"
+RETENTION, FUZZ_GROUP = "/api/v1/retention/", "fuzz"
 SETTINGS = {
     "seed": 14,
     "workers": 1,
@@ -59,13 +61,26 @@ def what_json_schema_cannot_say(context: Any, case: schemathesis.Case) -> schema
     (or, as ISO strings, before the epoch), and cursors: a cursor is opaque, only one from a ``next``
     link is valid, so a generated one that the document allows is replaced by a real one. Likewise a
     page asked for its next pages is known only once some page followed it: a generated one the
-    document allows is replaced by the page the test walked from."""
+    document allows is replaced by the page the test walked from. A retention table of weeks stops
+    at 26 cohorts and periods where days go to 90 (the document states it in words), and its group
+    is known only once created: a generated one the document allows becomes the test's group."""
     if isinstance(case.body, dict) and isinstance(case.body.get("events"), list):
         _within_the_clock(case.body["events"])
     cursor = (case.query or {}).get("cursor")
     if isinstance(cursor, str) and len(cursor) <= MAX_CURSOR_LENGTH and re.fullmatch(CURSOR_PATTERN, cursor):
         case.query["cursor"] = encode_cursor(clock.now() - 10, "fuzz")
-    page = (case.query or {}).get("path")
+    query = case.query or {}
+    if case.operation.path == RETENTION and query.get("period") == "week":
+        for name in ("cohorts", "periods"):  # the document's bound is the days' (90); weeks stop at 26
+            value = query.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and 26 < value <= 90:
+                query[name] = 26
+    group = query.get("group") if case.operation.path == RETENTION else None
+    if isinstance(group, str) and re.fullmatch(r"[1-9][0-9]{0,18}", group):
+        group = int(group)
+    if isinstance(group, int) and not isinstance(group, bool) and 1 <= group < 2**63:
+        query["group"] = Group.objects.get(name=FUZZ_GROUP).pk  # a group is known only once it exists
+    page = query.get("path")
     if case.operation.path == NEXT_PAGES and isinstance(page, str) and 1 <= len(page) <= MAX_PATH_LENGTH:
         case.query["path"] = WALKED_FROM
     return case
@@ -117,6 +132,7 @@ def test_schemathesis_finds_nothing(permitted, wsgi_probes_without_socket_option
     if permitted:
         user = with_permissions(user)
     ingest.record_events([Event("walker", clock.now(), WALKED_FROM), Event("walker", clock.now(), "/fuzz/to")])
+    Group.objects.create(name=FUZZ_GROUP)
     problems, cases = run_schemathesis(Token.objects.create(user=user).key)
     assert cases > 100
     assert problems == [], "\n".join(dict.fromkeys(problems))

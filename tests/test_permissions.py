@@ -83,6 +83,7 @@ API: dict[str, Call] = {
     "next-pages": Call("get", needs=frozenset({VIEW}), query="?path=/a"),
     "online": Call("get", needs=frozenset({VIEW})),
     "stats": Call("get", needs=frozenset({VIEW})),
+    "retention": Call("get", needs=frozenset({VIEW})),
     "reports": Call("get", needs=frozenset({VIEW})),
     "report": Call("get", {"name": "most-active"}, frozenset({VIEW})),
     "group-members": Call("get", {"group_id": "{group}"}, frozenset({VIEW})),

@@ -329,7 +329,7 @@ def test_export_holds_everything_stored_about_the_user(member, member_api, redis
     assert {row["views"] for row in body["page_views"]} == {2}
     assert body["groups"] == [group.pk]
     assert body["active_days"] == [clock_day()[:4] + "-" + clock_day()[4:6] + "-" + clock_day()[6:]]
-    assert body["first_visit"] == body["active_days"][0]
+    assert body["first_visit"] == body["first_active"] == body["active_days"][0]
     assert body["database"]["user_id"] == user and body["database"]["account"] == user
     assert body["erased_until"] is None
 

@@ -25,6 +25,7 @@ from activity.services import (
     rate_limits,
     recommendations,
     reports,
+    retention,
     sweep,
     traffic,
 )
@@ -89,11 +90,17 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "tombstones": (("vis:3",), GONE),
     "traffic": (("20261123",), 36 * DAY - 12 * HOUR),
     "display_aliases": (("42",), 15 * DAY),
+    "first_day": ((), LONG),
+    "first_active": (("20261020",), 192 * DAY - 12 * HOUR),  # 20 October + 26 weeks + 43 days
+    "first_moved": (("20260401",), GONE),  # out of retention: no writer renews it
+    "cohort_scratch": (("ab12", "cohort"), GONE),
+    "retention_table": (("first_seen:day:7:7:all:20261123",), GONE),
 }
 # Functions of keys.py that build no key of their own: SORT / SCAN patterns and the declarations.
 HELPERS = {
     "prefix",
     "day_ttl",
+    "cohort_ttl",
     "sweep_pattern",
     "family",
     "family_of",
@@ -204,6 +211,8 @@ def test_nothing_any_service_path_writes_is_repaired(
     assert groups.members_page(group.pk, 0, 10) is not None  # view, membership index, epoch
     ingest.record_events([Event(user=ids[1], ts=now + 1)])  # a live update of the view
     audience.stats()  # week and month unions
+    ingest.record_events([Event(user=ids[2], ts=now - 2 * DAY)])  # late: a first day moved back
+    retention.table(retention.Query(group=group.pk))  # a cached table, its lock; scratch bitmaps gone
     for name, _ in reports.catalogue():
         for period in ("day", "week"):
             reports.page(name, period)  # copies, read list, rebuild lock and its announcement
@@ -243,4 +252,5 @@ def test_nothing_any_service_path_writes_is_repaired(
         "{grp}:build:<group_id>:<token>",
         "{au}:group-and",  # written and deleted inside one script call
         "{pv}:report:<report_id>:candidates",  # a SORT's input, deleted in its MULTI (none on a cluster)
+        "{au}:scratch:<token>:<name>",  # a retention table's intermediates, deleted by its build
     }

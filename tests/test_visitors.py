@@ -168,7 +168,7 @@ def test_every_key_has_a_ttl_beyond_a_month_except_the_membership_hashes(at, red
     ingest.record_events([Event(user="1", ts=NOON), Event(user="bob", ts=NOON)])
     visit(visitor_id(4))
     audience.stats()
-    long_lived = {keys.last_seen(), keys.last_seen_dirty()}
+    long_lived = {keys.last_seen(), keys.last_seen_dirty(), keys.first_day()}
     found = list(redis_client.scan_iter(match=f"{conf.settings.KEY_PREFIX}*"))
     assert any(":seen:" in key for key in found)
     for key in found:

@@ -1,10 +1,12 @@
-"""Server-rendered SVG bar charts for the dashboard: no JavaScript library or CDN, styled by the
-admin's CSS variables (so light and dark themes), each bar's value in ``data-value`` for tests."""
+"""Server-rendered SVG charts for the dashboard (bars, and the retention heatmap): no JavaScript
+library or CDN, styled by the admin's CSS variables (so light and dark themes), each bar's or
+cell's value in ``data-*`` attributes for tests."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date
+from typing import Any
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -73,4 +75,68 @@ def bar_chart(label: str, points: Sequence[tuple[date, int | None]], highlight: 
         peak=f"{peak:,}",
         rects=rects,
         days=days,
+    )
+
+
+HEAT_LEFT, HEAT_TOP, HEAT_ROW = 92, 18, 20  # the cohorts' labels, the periods' header, a row's height
+
+
+def heatmap(label: str, table: dict[str, Any]) -> SafeString:
+    """A retention table (``services.retention``'s answer) as cohorts x periods: each cell's share
+    of its cohort as the fill's opacity and as text, the count on hover (``<title>``) and in
+    ``data-count``; a null cell (no one can count it) is drawn hollow."""
+    cohorts = table["cohorts"]
+    columns = max((len(row["retained"]) for row in cohorts), default=0) or 1
+    step = (WIDTH - HEAT_LEFT - RIGHT) / columns
+    height = HEAT_TOP + HEAT_ROW * len(cohorts) + 4
+    unit = "day" if table["period"] == "day" else "week"
+    header = format_html_join(
+        "",
+        '<text class="axis middle" x="{}" y="{}">{}</text>',
+        ((f"{HEAT_LEFT + (k + 0.5) * step:.1f}", HEAT_TOP - 6, f"+{k}") for k in range(columns)),
+    )
+    cells, labels = [], []
+    for n, row in enumerate(cohorts):
+        y = HEAT_TOP + n * HEAT_ROW
+        start = date.fromisoformat(row["start"])
+        labels.append((HEAT_LEFT - 6, f"{y + HEAT_ROW * 0.7:.1f}", f"{start:%d %b}", f"{row['size']:,}"))
+        for k, count in enumerate(row["retained"]):
+            share = None if count is None or not row["size"] else count / row["size"]
+            shown = "not kept" if count is None else f"{count:,} of {row['size']:,}"
+            cells.append(
+                (
+                    "cell" + (" missing" if count is None else ""),
+                    f"{HEAT_LEFT + k * step + 1:.1f}",
+                    f"{y + 1:.1f}",
+                    f"{step - 2:.1f}",
+                    HEAT_ROW - 2,
+                    f"{max(share or 0.0, 0.04 if count else 0.0):.3f}",
+                    row["start"],
+                    k,
+                    "" if count is None else count,
+                    row["size"],
+                    f"{row['start']} +{k} {unit}{'' if k == 1 else 's'}: {shown}",
+                    f"{HEAT_LEFT + (k + 0.5) * step:.1f}",
+                    f"{y + HEAT_ROW * 0.7:.1f}",
+                    "" if share is None else f"{share:.0%}",
+                )
+            )
+    rects = format_html_join(
+        "",
+        '<g><rect class="{}" x="{}" y="{}" width="{}" height="{}" fill-opacity="{}" data-cohort="{}" data-k="{}" '
+        'data-count="{}" data-size="{}"><title>{}</title></rect><text class="share" x="{}" y="{}">{}</text></g>',
+        cells,
+    )
+    rows = format_html_join(
+        "", '<text class="axis end" x="{}" y="{}">{} <tspan class="size">({})</tspan></text>', labels
+    )
+    return format_html(
+        '<svg class="activity-chart activity-heatmap" viewBox="0 0 {w} {h}" role="img" aria-label="{label}">'
+        "{header}{rows}{rects}</svg>",
+        w=WIDTH,
+        h=height,
+        label=label,
+        header=header,
+        rows=rows,
+        rects=rects,
     )

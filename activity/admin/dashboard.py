@@ -9,6 +9,7 @@ from typing import Any
 from celery import current_app
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
@@ -16,6 +17,7 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.decorators import method_decorator
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 from kombu.exceptions import OperationalError
 
@@ -24,7 +26,7 @@ from activity.admin import charts, figures
 from activity.admin.rows import ReadOnlyAdmin
 from activity.calendar import utc, zone_name
 from activity.models import Dashboard
-from activity.services import reports
+from activity.services import reports, retention
 
 PANEL_TEMPLATE = "admin/activity/dashboard_panel.html"
 REFRESH_S = 5.0  # seconds between the page's live refreshes
@@ -42,6 +44,44 @@ class RebuildReportForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["report"].choices = [(name, name) for name, _ in reports.catalogue()]
+
+
+# The heatmap's size: cohorts and periods per period kind; groups the picker offers, by name.
+HEATMAP_SIZE = {"day": 14, "week": 12}
+PICKER_GROUPS = 200
+
+
+class RetentionForm(forms.Form):
+    """The heatmap's picker: a subset of ``GET /api/v1/retention/``'s parameters, answered by the
+    same service (``retention.table``) and so by the same cached copy."""
+
+    by = forms.ChoiceField(choices=[("first_seen", "first active"), ("signup", "signed up")], required=False)
+    period = forms.ChoiceField(choices=[("day", "days"), ("week", "weeks")], required=False)
+    group = forms.TypedChoiceField(coerce=int, empty_value=None, required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        named = Group.objects.order_by("name").values_list("pk", "name")[:PICKER_GROUPS]
+        self.fields["group"].choices = [("", "all users"), *named]
+
+
+def retention_context(request: HttpRequest) -> dict[str, Any]:
+    """The retention heatmap for the picker's choices (a bad choice: the defaults)."""
+    form = RetentionForm(request.GET)
+    chosen = form.cleaned_data if form.is_valid() else {}
+    by, period, group = chosen.get("by") or "first_seen", chosen.get("period") or "day", chosen.get("group")
+    size = HEATMAP_SIZE[period]
+    query = retention.Query(by=by, period=period, cohorts=size, periods=size, group=group)
+    table, cache = retention.table(query)
+    parameters = {"by": by, "period": period, "cohorts": size, "periods": size}
+    if group is not None:
+        parameters["group"] = group
+    return {
+        "retention_form": form,
+        "retention_chart": charts.heatmap(f"Retention by {period}", table),
+        "retention_cache": cache,
+        "retention_api": f"{reverse('activity:retention')}?{urlencode(parameters)}",
+    }
 
 
 def panel_context() -> dict[str, Any]:
@@ -80,6 +120,7 @@ class DashboardAdmin(ReadOnlyAdmin):
         context = {
             **self.admin_site.each_context(request),
             **panel_context(),
+            **retention_context(request),
             "title": "Activity dashboard",
             "opts": self.model._meta,
             "refresh_ms": int(REFRESH_S * 1000),

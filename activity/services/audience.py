@@ -12,7 +12,7 @@ from django.utils import timezone
 from activity import calendar, clock, conf
 from activity.errors import DayOutOfRange
 from activity.models import DailyRollup
-from activity.services import locks
+from activity.services import locks, retention
 from activity.store import audience as store
 from activity.store import sessions as sessions_store
 from activity.store.client import get_client
@@ -106,7 +106,8 @@ def rollup_day(day: date) -> DailyRollup | None:
     """Write ``day``'s figures to its ``DailyRollup`` row, with the calendar zone they were cut in;
     None when another run holds the day's lock. Safe to retry: the row gets the harvest
     accumulators' totals, so a run that dies between the harvest and the write loses nothing, and a
-    rerun writes the same or later figures."""
+    rerun writes the same or later figures. The retention cells of the day (and of the day about to
+    leave Redis) are written too (``retention.keep_cells``)."""
     now = clock.now()
     _check_rollup_day(day, now)
     with locks.exclusive(f"rollup:{calendar.day_name(day)}", ROLLUP_LOCK_TTL) as acquired:
@@ -133,4 +134,5 @@ def rollup_day(day: date) -> DailyRollup | None:
             unique_fields=["day"],
             update_fields=[*ROLLUP_FIGURES, "time_zone", "updated_at"],
         )
+        retention.keep_cells(day, now)
         return DailyRollup.objects.get(day=day)

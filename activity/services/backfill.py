@@ -1,7 +1,10 @@
 """Seeding last seen from ``last_login`` for users already in the database (``manage.py
 activity_backfill``): keyset-paged batches, so the last costs what the first does, each written
 through "ZADD unless smaller", so a user seen since keeps the newer value and a run can stop
-anywhere and run again."""
+anywhere and run again. The same batches seed each user's first active day for the retention
+cohorts (docs/cohorts.md): the earlier of ``last_login`` and the ``UserActivity`` row's
+``first_seen``; then a pass over the ``UserActivity`` rows reaches the users who never logged in
+(API-token callers). A first day only ever moves back, so reruns change nothing."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ from django.dispatch import Signal
 from activity import clock, conf
 from activity.errors import InvalidValue
 from activity.events import clean_user
-from activity.services import last_seen
+from activity.models import UserActivity
+from activity.services import last_seen, retention
 
 # Sent after each batch is written, with ``batch`` (its number in the run, from 1) and ``size``
 # (users read): the management command's progress, and the tests' hook to interrupt a run.
@@ -27,6 +31,7 @@ class BackfillResult:
     moved: int  # whose last seen moved forward (new in Redis, or older there)
     skipped: int  # an id the service cannot record, or a last_login further ahead than the skew allows
     batches: int
+    first_days: int = 0  # users whose first active day was new or moved back
 
     @property
     def kept(self) -> int:
@@ -41,13 +46,14 @@ def users_to_seed() -> QuerySet:
 
 def backfill(batch_size: int = 1000) -> BackfillResult:
     """Seed every user's last seen from ``last_login``, ``batch_size`` users per query and write."""
-    users = moved = skipped = batches = 0
+    users = moved = skipped = batches = seeded = 0
     after = None
     while True:
         rows = users_to_seed() if after is None else users_to_seed().filter(pk__gt=after)
         page = list(rows.order_by("pk").values_list("pk", "last_login")[:batch_size])
         if not page:
-            return BackfillResult(users=users, moved=moved, skipped=skipped, batches=batches)
+            seeded += seed_first_days_from_rows(batch_size)
+            return BackfillResult(users=users, moved=moved, skipped=skipped, batches=batches, first_days=seeded)
         horizon = clock.now() + conf.settings.MAX_FUTURE_SKEW
         latest: dict[str, float] = {}
         for pk, last_login in page:
@@ -61,7 +67,23 @@ def backfill(batch_size: int = 1000) -> BackfillResult:
             else:
                 latest[user] = ts
         moved += last_seen.seed(latest)
+        known = UserActivity.objects.filter(user_id__in=list(latest)).values_list("user_id", "first_seen")
+        seen = [(user, first.timestamp()) for user, first in known]
+        seeded += retention.seed_first_days([*latest.items(), *seen])
         users += len(page)
         batches += 1
         after = page[-1][0]
         batch_seeded.send(sender=backfill, batch=batches, size=len(page))
+
+
+def seed_first_days_from_rows(batch_size: int = 1000) -> int:
+    """Seed first active days from every ``UserActivity`` row's ``first_seen``, keyset-paged;
+    returns how many were new or moved back."""
+    firsts, after = 0, None
+    while True:
+        rows = UserActivity.objects.all() if after is None else UserActivity.objects.filter(user_id__gt=after)
+        page = list(rows.order_by("user_id").values_list("user_id", "first_seen")[:batch_size])
+        if not page:
+            return firsts
+        firsts += retention.seed_first_days((user, first.timestamp()) for user, first in page)
+        after = page[-1][0]

@@ -24,8 +24,9 @@ from activity.services import groups, locks, rate_limits, reports
 from activity.store import audience as audience_store
 from activity.store import last_seen as last_seen_store
 from activity.store import privacy as store
+from activity.store import retention as retention_store
 from activity.store.client import get_client
-from activity.store.keys import KEEP_DAYS
+from activity.store.keys import COHORT_KEEP_DAYS, KEEP_DAYS
 
 TOMBSTONE_TTL = 3600  # seconds an erased id stays tombstoned: the flush and late events skip it
 
@@ -67,6 +68,12 @@ def audience_days(now: float) -> list[date]:
     return _days(today - timedelta(days=KEEP_DAYS), ahead)
 
 
+def cohort_days(now: float) -> list[date]:
+    """The days whose retention cohort bitmaps may still exist at ``now`` (``COHORT_KEEP_DAYS`` back)."""
+    today, ahead = calendar.day_of(now), calendar.day_of(now + conf.settings.MAX_FUTURE_SKEW)
+    return _days(today - timedelta(days=COHORT_KEEP_DAYS), ahead)
+
+
 def _where(user: str, now: float) -> store.Where:
     visitor = audience_store.user_visitor_id(user)
     visitor_hash, visitor_tombstones = audience_store.visitor_home(visitor)
@@ -83,7 +90,9 @@ def _where(user: str, now: float) -> store.Where:
         visitor=visitor,
         page_periods=periods,
         report_copies=reports.copies_of(periods),
-        bitmaps=[bitmap for _, bitmap in day_bitmaps] + sorted(longer),
+        bitmaps=[bitmap for _, bitmap in day_bitmaps]
+        + sorted(longer)
+        + retention_store.cohort_bitmaps(cohort_days(now)),
         day_bitmaps=day_bitmaps,
         rate_counters=rate_limits.user_counters(user),
     )
@@ -156,6 +165,7 @@ def _holds_activity(found: store.Footprint) -> bool:
         or found.groups
         or found.active_days
         or found.first_visit_day is not None
+        or found.first_active_day is not None
     )
 
 
@@ -198,6 +208,7 @@ def export(user: str) -> dict[str, Any] | None:
         if found.active_days is None
         else [f"{day[:4]}-{day[4:6]}-{day[6:]}" for day in found.active_days],
         "first_visit": _day(found.first_visit_day),
+        "first_active": _day(found.first_active_day),
         "erased_until": iso(found.tombstone) if found.tombstone is not None and found.tombstone > now else None,
         "database": None
         if row is None

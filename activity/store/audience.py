@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from activity.calendar import PERIODS, day_name, day_number, last_day, name_of
-from activity.store import keys
+from activity.store import keys, retention
 from activity.store import last_seen as last_seen_store
 from activity.store.client import Client, total
 from activity.store.keys import day_ttl
@@ -81,9 +81,11 @@ def visitor_home(visitor: bytes) -> tuple[str, str]:
 # --- writes, queued on the caller's pipeline (a batch's one round trip) ------------------------
 
 
-def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: float) -> None:
+def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: float, first_active: bool = True) -> None:
     """Queue one EVALSHA per day of the batch: SETBIT (integer ids) or PFADD (other ids) into the
-    active-user keys of the day, its week and its month."""
+    active-user keys of the day, its week and its month; and, for integer ids, the ``first_active``
+    call recording the day as the first of those seen for the first time (``first_active=False``
+    leaves it out: ``bench.retention`` measures what it costs)."""
     bits: dict[date, set[int]] = defaultdict(set)
     others: dict[date, set[str]] = defaultdict(set)
     ttls = _live_days(actives, now)
@@ -101,6 +103,8 @@ def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: fl
         offsets = sorted(bits[day])
         args = [repr(now), *(ttl for _, ttl in bitmaps), len(offsets), *offsets, *sorted(others[day])]
         pipe.script(ACTIVES_RECORD, script_keys, args)
+        if offsets:
+            retention.queue_first_active(pipe, day, offsets, now)
 
 
 def queue_visits(

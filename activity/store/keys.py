@@ -25,6 +25,7 @@ class Lifetime:
 
     kind: str  # "long-lived", "ttl", "dated" or "delete"
     stray_ttl: Callable[[Mapping[str, str], float], int | None]
+    keep_days: int = 0  # "dated": days kept past the end of the period the name gives
 
 
 # One of the short documented list of keys that live without a TTL: never touched.
@@ -67,7 +68,7 @@ def _dated_retention(fields: Mapping[str, str], now: float) -> int:
     return max(day_ttl(last, now), 0)
 
 
-DATED = Lifetime("dated", _dated_retention)
+DATED = Lifetime("dated", _dated_retention, KEEP_DAYS)
 
 _PLACEHOLDER = re.compile(r"<(\w+)>")
 
@@ -520,3 +521,62 @@ def group_epoch(group_id: int) -> str:
 def user_groups(user: str) -> str:
     """Set: ids of the groups of ``user`` whose views were built, so an event finds the views to update."""
     return f"{prefix()}{{grp}}:user:{user}"
+
+
+# --- retention cohorts (docs/cohorts.md): tagged {au}, so a BITOP reads cohorts and active users
+# in one slot. Cohort bitmaps outlive the active ones: a 26-week table still reads its cohorts when
+# the rollup stores the cells of a week about to leave the active bitmaps' retention.
+
+# Days a first-active or moved bitmap lives past its day: 26 weeks of cohorts behind the oldest
+# active bitmap (KEEP_DAYS), plus a week's margin.
+COHORT_KEEP_DAYS = 26 * 7 + KEEP_DAYS + 8
+
+
+def cohort_ttl(day: date, now: float) -> int:
+    """Seconds a cohort bitmap of ``day`` still has to live at ``now``; <= 0 once out of retention."""
+    return calendar.seconds_left(day, COHORT_KEEP_DAYS, now)
+
+
+def _cohort_retention(fields: Mapping[str, str], now: float) -> int:
+    try:
+        day = datetime.strptime(fields["day"], "%Y%m%d").date()
+    except ValueError:
+        return (COHORT_KEEP_DAYS + 1) * DAY_SECONDS
+    return max(cohort_ttl(day, now), 0)
+
+
+COHORT = Lifetime("dated", _cohort_retention, COHORT_KEEP_DAYS)
+
+
+@family("{au}:first-day", "string", LONG_LIVED)
+def first_day() -> str:
+    """String, a BITFIELD of u16: at offset 16 x user id, the day number of the user's first activity
+    (0: none known)."""
+    return f"{prefix()}{{au}}:first-day"
+
+
+@family("{au}:first:day:<day>", "string", COHORT)
+def first_active(day: str) -> str:
+    """Bitmap: bit N set when the user with integer id N was first active on ``day`` (YYYYMMDD)."""
+    return f"{prefix()}{{au}}:first:day:{day}"
+
+
+@family("{au}:moved:day:<day>", "string", COHORT)
+def first_moved(day: str) -> str:
+    """Bitmap: bit N set when a late event made ``day`` the first day of user N in place of a later
+    one, whose first-active bitmap still holds the bit (cohort reads leave the user out there)."""
+    return f"{prefix()}{{au}}:moved:day:{day}"
+
+
+@family("{au}:scratch:<token>:<name>", "string", DELETE)
+def cohort_scratch(token: str, name: str) -> str:
+    """Bitmap: an intermediate of one table build (a cohort, a group, a cell), deleted by the build
+    and written with a TTL of a few seconds in case the build dies."""
+    return f"{prefix()}{{au}}:scratch:{token}:{name}"
+
+
+@family("{au}:retention:<table_id>", "string", DELETE)
+def retention_table(table_id: str) -> str:
+    """String: a cached retention table (JSON with its build time), kept its freshness plus the
+    stale margin."""
+    return f"{prefix()}{{au}}:retention:{table_id}"

@@ -27,7 +27,7 @@ class Where:
     visitor: bytes  # the user's visitor id (16 bytes)
     page_periods: Sequence[str]  # ``d:YYYYMMDD`` / ``w:YYYYWww`` whose page statistics may hold the user
     report_copies: Sequence[str]  # ranked report copies of those periods
-    bitmaps: Sequence[str]  # active-user bitmaps of the retained days, weeks and months
+    bitmaps: Sequence[str]  # active-user and cohort bitmaps of the retained days, weeks and months
     day_bitmaps: Sequence[tuple[str, str]]  # (day name, its bitmap), for the export's active days
     rate_counters: Sequence[str]  # throttle counters that may name the user (no hash tag: one DEL each)
 
@@ -53,7 +53,7 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     pv += [(keys.user_views(period, user), "del") for period in where.page_periods]
     pv += [(keys.session(user), "del"), (keys.recommendations(user), "del")]
     pv += [(key, "del") for copy in where.report_copies for key in (keys.report_rows(copy), keys.report_meta(copy))]
-    au = [] if where.bit is None else [(bitmap, "bit") for bitmap in where.bitmaps]
+    au = [] if where.bit is None else [(bitmap, "bit") for bitmap in where.bitmaps] + [(keys.first_day(), "u16")]
 
     part = partition_of(user)
     ls = [(part.seen, "zrem"), (part.dirty, "zrem")]
@@ -86,6 +86,7 @@ class Footprint:
     groups: list[str]  # groups whose materialized views list the user
     active_days: list[str] | None  # YYYYMMDD; None when the user is counted by HyperLogLog
     first_visit_day: int | None  # day number (days since 1970-01-01) of the first visit ever
+    first_active_day: int | None  # day number of the first activity (retention cohorts); None: none known
     tombstone: float | None  # when the user's tombstone in last seen expires (a recent erase)
 
 
@@ -105,12 +106,16 @@ def footprint(client: Client, where: Where) -> Footprint:
     for period in where.page_periods:
         pipe.get(keys.user_views(period, user))
     if where.bit is not None:
+        pipe.execute_command("BITFIELD", keys.first_day(), "GET", "u16", f"#{where.bit}")
         for _, bitmap in where.day_bitmaps:
             pipe.getbit(bitmap, where.bit)
     replies = pipe.execute()
     seen, dirty, claimed, tombstone, session, pttl, name, aliases, groups, first = replies[:10]
     views = replies[10 : 10 + len(where.page_periods)]
     bits = replies[10 + len(where.page_periods) :]
+    first_active = None
+    if where.bit is not None:
+        first_active, bits = int(bits[0][0]) or None, bits[1:]
     entries = [json.loads(entry) for entry in session]
     return Footprint(
         last_seen=seen,
@@ -126,5 +131,6 @@ def footprint(client: Client, where: Where) -> Footprint:
         if where.bit is None
         else [day for (day, _), bit in zip(where.day_bitmaps, bits, strict=True) if bit],
         first_visit_day=None if first is None else int(first),
+        first_active_day=first_active,
         tombstone=tombstone,
     )

@@ -18,8 +18,9 @@ MAX_BATCH = 10_000
 class Command(JobCommand):
     help = (
         "Seed each user's last seen from the user model's last_login, in batches. A newer last seen "
-        "(the user came back since) is never moved back; then rebuild each group's membership bitmap "
-        "(the members-active counts) from the database. Safe to interrupt and to run again."
+        "(the user came back since) is never moved back; seeds each user's first active day (retention "
+        "cohorts): the earlier of last_login and the activity row's first_seen; then rebuilds each group's "
+        "membership bitmap (the members-active counts) from the database. Safe to interrupt and to run again."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -43,7 +44,8 @@ class Command(JobCommand):
         self.stdout.write(
             f"activity_backfill: {counted(result.users, 'user')} with a last login read in "
             f"{counted(result.batches, 'batch', 'batches')}: {result.moved} last seen moved forward, "
-            f"{result.kept} already as new or newer (kept), {result.skipped} skipped."
+            f"{result.kept} already as new or newer (kept), {result.skipped} skipped; "
+            f"{result.first_days} first active days new or moved back."
         )
         rebuilt = groups.rebuild_memberships()
         self.stdout.write(

@@ -452,5 +452,72 @@ class ExportSerializer(serializers.Serializer):
     first_visit = serializers.DateField(
         allow_null=True, help_text="The day of the first visit ever, in the zone of that day."
     )
+    first_active = serializers.DateField(
+        allow_null=True,
+        help_text="The day of the first activity the retention cohorts know; null when none, or for an id "
+        "counted by HyperLogLog.",
+    )
     erased_until = serializers.CharField(allow_null=True, help_text="Set while a recent erase keeps the id tombstoned.")
     database = ExportRowSerializer(allow_null=True, help_text="The flushed row.")
+
+
+class RetentionQuerySerializer(QuerySerializer):
+    """``?by=&period=&cohorts=&periods=&group=`` of ``GET /api/v1/retention/``: cohorts and periods
+    bounded by the period (90 days, 26 weeks), each error naming its field."""
+
+    by = serializers.ChoiceField(
+        choices=["first_seen", "signup"],
+        required=False,
+        default="first_seen",
+        help_text="first_seen: cohorts by first activity; signup: by the user's date_joined.",
+    )
+    period = serializers.ChoiceField(
+        choices=["day", "week"], required=False, default="day", help_text="Local days, or ISO weeks (Monday first)."
+    )
+    cohorts = QueryIntegerField(
+        min_value=1,
+        max_value=90,
+        required=False,
+        default=7,
+        help_text="Cohorts, the current period's last: 1..90 days or 1..26 weeks.",
+    )
+    periods = QueryIntegerField(
+        min_value=1,
+        max_value=90,
+        required=False,
+        default=7,
+        help_text="Periods per cohort, its own first: 1..90 days or 1..26 weeks.",
+    )
+    group = QueryIntegerField(
+        min_value=1, max_value=MAX_GROUP_ID, required=False, help_text="Count only this auth group's members."
+    )
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Weeks stop at 26 where days go to 90 (the fields' own bound)."""
+        bound = {"day": 90, "week": 26}[data["period"]]
+        errors = {
+            name: [f"Ensure this value is at most {bound} when period is {data['period']}."]
+            for name in ("cohorts", "periods")
+            if data[name] > bound
+        }
+        if errors:
+            raise serializers.ValidationError(errors)
+        return data
+
+
+class RetentionCohortSerializer(serializers.Serializer):
+    start = serializers.DateField(help_text="The cohort's first day (a Monday for weeks), local.")
+    size = serializers.IntegerField(help_text="Users in the cohort (and the group).")
+    retained = serializers.ListField(
+        child=serializers.IntegerField(allow_null=True),
+        help_text="retained[k]: of the cohort, users active in period start+k; periods not yet reached left "
+        "out. null: a group's cell of a period no longer in Redis (the rollup keeps site-wide cells only), "
+        "or a site-wide one the rollup never wrote.",
+    )
+
+
+class RetentionSerializer(serializers.Serializer):
+    by = serializers.CharField(help_text="first_seen or signup, as asked.")
+    period = serializers.CharField(help_text="day or week, as asked.")
+    time_zone = serializers.CharField(help_text="The calendar zone cutting the days (ACTIVITY_TIME_ZONE).")
+    cohorts = RetentionCohortSerializer(many=True, help_text="Oldest first.")

@@ -13,6 +13,7 @@ urlpatterns = [
     path("pages/next/", views.NextPagesView.as_view(), name="next-pages"),
     path("online/", views.OnlineView.as_view(), name="online"),
     path("stats/", views.StatsView.as_view(), name="stats"),
+    path("retention/", views.RetentionView.as_view(), name="retention"),
     path("reports/", views.ReportListView.as_view(), name="reports"),
     path("reports/<str:name>/", views.ReportView.as_view(), name="report"),
     path("groups/<str:group_id>/members/", views.GroupMembersView.as_view(), name="group-members"),

@@ -12,7 +12,18 @@ from activity import conf
 from activity.errors import InvalidValue, UnknownPath
 from activity.events import USER_ID_PATTERN, clean_user, iso
 from activity.schedule import REPORT_REFRESH_INTERVAL
-from activity.services import audience, groups, health, ingest, last_seen, privacy, recommendations, reports, sessions
+from activity.services import (
+    audience,
+    groups,
+    health,
+    ingest,
+    last_seen,
+    privacy,
+    recommendations,
+    reports,
+    retention,
+    sessions,
+)
 from activity.web.api import serializers as s
 from activity.web.api.openapi import HEADERS, operation, responses
 from activity.web.api.pagination import next_link, page_links
@@ -283,6 +294,34 @@ class NextPagesView(ServiceView):
         except UnknownPath as error:
             raise ValidationError({"path": [str(error)]}) from None
         return Response({"path": path, "results": [{"path": pick} for pick in picks]}, headers={"X-Cache": cache})
+
+
+class RetentionView(ServiceView):
+    """Retention cohorts: of the users first active (or signed up) in a day or week, how many came back."""
+
+    permission_classes = [CanView]
+
+    @operation(
+        parameters=[
+            s.RetentionQuerySerializer,
+            OpenApiParameter(
+                "X-Cache", str, OpenApiParameter.HEADER, enum=["hit", "miss", "stale"], required=True, response=[200]
+            ),
+            *HEADERS,
+        ],
+        responses=responses({200: s.RetentionSerializer}, 400),
+        description="Signed-in users with integer ids (docs/cohorts.md), cut at the calendar zone's local "
+        "midnight. A cached table (the reports' TTL), rebuilt by one client at a time. An unknown group is a "
+        "400 naming `group`.",
+    )
+    def get(self, request: Request) -> Response:
+        query = s.RetentionQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        try:
+            body, cache = retention.table(retention.Query(**query.validated_data))
+        except retention.UnknownGroup:
+            raise ValidationError({"group": ["No such group."]}) from None
+        return Response(body, headers={"X-Cache": cache})
 
 
 @extend_schema(exclude=True)

@@ -50,12 +50,16 @@ def broker_worker(broker: PrivateRedis, tmp_path: Path) -> Iterator[Proc]:
 
 def run_task(broker: PrivateRedis, timeout: float) -> dict:
     """The sweep job sent through ``broker`` to the worker's queue, and its result."""
-    client = Celery(broker=broker.url, backend=broker.url, set_as_current=False)  # tasks keep the project app
-    try:
-        sent = client.send_task("activity.sweep", queue=settings.CELERY_TASK_DEFAULT_QUEUE)
-        return sent.get(timeout=timeout)
-    finally:
-        client.close()
+    with pytest.MonkeyPatch.context() as patch:
+        # Celery prefers these variables to the URLs it is given: on a cluster run they name the run's broker.
+        patch.delenv("CELERY_BROKER_URL", raising=False)
+        patch.delenv("CELERY_RESULT_BACKEND", raising=False)
+        client = Celery(broker=broker.url, backend=broker.url, set_as_current=False)  # tasks keep the project app
+        try:
+            sent = client.send_task("activity.sweep", queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+            return sent.get(timeout=timeout)
+        finally:
+            client.close()
 
 
 def fail_over(raw: redis.Redis, other: PrivateRedis) -> None:

@@ -302,6 +302,7 @@ class Rig:
         env = {
             "DATABASE_URL": self.database_url,
             "REDIS_URL": self.store.url,
+            "ACTIVITY_REDIS_CLUSTER": "",  # the rig's store is a standalone server, whatever runs it
             "CELERY_BROKER_URL": self.broker.url,
             "CELERY_RESULT_BACKEND": self.broker.url,
             "ACTIVITY_FLUSH_INTERVAL": "1",

@@ -33,8 +33,9 @@ HEADER_TIMEOUT, BODY_TIMEOUT = 2, 3  # seconds: the defaults (10, 30) shortened 
 
 @pytest.fixture
 def thawed():
-    """The test process's collector as it was: nothing frozen before, nothing left frozen after."""
-    assert gc.get_freeze_count() == 0
+    """The test process's collector with nothing frozen, before and after (on Python 3.12 something
+    the suite imports has frozen a few hundred objects by then)."""
+    gc.unfreeze()
     yield
     gc.unfreeze()
 

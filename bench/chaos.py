@@ -517,10 +517,8 @@ def outage(ctx: Context, down: float, up: float) -> Callable[[list[Sent]], set[s
 def kill_store(ctx: Context) -> Marks:
     """SIGKILL redis-server (AOF everysec), start it again on its directory 1 s later."""
     store = ctx.rig.store
-    assert store.process is not None
     down = time.time()
-    store.process.kill()
-    store.process.wait(timeout=10)
+    store.kill()
     time.sleep(1)
     store.restart()
     up = ctx.rig.wait_store()
@@ -554,13 +552,12 @@ def forget_store(ctx: Context) -> Marks:
     """Redis without persistence: SIGKILL and started again on an empty directory. What the
     database did not hold at that moment is what it may lose."""
     store = ctx.rig.store
-    assert ctx.rig.probe is not None and store.process is not None
+    assert ctx.rig.probe is not None
     time.sleep(2)  # flushes have run under this phase's load: part of it is in the database
     before = [one for one in ctx.acked_so_far() if one.acknowledged]
     flushed = set(ctx.rig.probe.ask("db", users=[c for one in before for c in one.canaries]))
     down = time.time()
-    store.process.kill()
-    store.process.wait(timeout=10)
+    store.kill()
     store.stop()  # lets go of the directory
     for path in store.dir.iterdir():
         if path.name != "private-redis.lock":
@@ -676,10 +673,8 @@ def restart_database(ctx: Context) -> Marks:
 def stop_broker(ctx: Context) -> Marks:
     """SIGKILL the broker's Redis; started again (empty) 3 s later."""
     broker = ctx.rig.broker
-    assert broker.process is not None
     down = time.time()
-    broker.process.kill()
-    broker.process.wait(timeout=10)
+    broker.kill()
     time.sleep(3)
     broker.restart()
     return Marks(down, time.time(), note="broker away 3 s")

@@ -93,8 +93,7 @@ def test_a_primary_killed_pages_served_api_503_nothing_half_written_then_back(cl
     others = {f"127.0.0.1:{node.port}" for node in cluster.nodes} - {owner.name}
     browser = Client()
     browser.force_login(staff)
-    victim.process.kill()
-    victim.process.wait(timeout=10)
+    victim.kill()
     try:
         before = dump(cluster, others)
         assert before  # the live nodes hold some of the run's keys (sessions, visitors, ...)

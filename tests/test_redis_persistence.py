@@ -5,7 +5,6 @@ seconds in all."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -93,8 +92,7 @@ def test_a_sigkill_keeps_what_the_aof_had_written(data_dir):
         assert raw.info("persistence")["rdb_changes_since_last_save"] > 0  # no snapshot has them
     finally:
         raw.close()
-        server.process.send_signal(signal.SIGKILL)
-        server.process.wait(timeout=10)
+        server.kill()
         server.stop()  # its owner lets go of the directory; the server is gone already
     assert server.pidfile.exists()  # left behind: stale now, and the next start removes it
 

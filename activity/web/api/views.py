@@ -187,6 +187,12 @@ class ReportView(ServiceView):
         return Response(body, headers={"X-Cache": cache})
 
 
+# The ``<group_id>`` URL argument as the schema states it (``group_from_url`` reads it).
+GROUP_ID = OpenApiParameter(
+    "group_id", {"type": "integer", "minimum": 1, "maximum": s.MAX_GROUP_ID}, OpenApiParameter.PATH
+)
+
+
 def group_from_url(value: str) -> int:
     """The ``<group_id>`` URL argument: an integer from 1 to MAX_GROUP_ID, spelled without leading
     zeros (``01`` is not another name for group 1); 400 otherwise."""
@@ -202,9 +208,7 @@ class GroupMembersView(ServiceView):
 
     @operation(
         parameters=[
-            OpenApiParameter(
-                "group_id", {"type": "integer", "minimum": 1, "maximum": s.MAX_GROUP_ID}, OpenApiParameter.PATH
-            ),
+            GROUP_ID,
             s.PageQuerySerializer,
             *HEADERS,
         ],
@@ -232,9 +236,7 @@ class GroupActiveView(ServiceView):
 
     @operation(
         parameters=[
-            OpenApiParameter(
-                "group_id", {"type": "integer", "minimum": 1, "maximum": s.MAX_GROUP_ID}, OpenApiParameter.PATH
-            ),
+            GROUP_ID,
             s.GroupActiveQuerySerializer,
             *HEADERS,
         ],

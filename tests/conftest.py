@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import date, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -56,6 +58,22 @@ def _browser_user_agent(monkeypatch):
         "_base_environ",
         lambda self, **request: {"HTTP_USER_AGENT": BROWSER_AGENT, **environ(self, **request)},
     )
+
+
+def local_midnight(zone: str, day: date) -> float:
+    """Epoch seconds of ``day``'s local (wall-clock) midnight in ``zone``, worked out apart from the
+    service's calendar so tests can check it."""
+    return datetime(day.year, day.month, day.day, tzinfo=ZoneInfo(zone)).timestamp()
+
+
+@pytest.fixture
+def at(monkeypatch) -> Callable[[float], None]:
+    """Set the service clock: ``at(ts)``."""
+
+    def set_now(ts: float) -> None:
+        monkeypatch.setattr(clock, "now", lambda: ts)
+
+    return set_now
 
 
 @pytest.fixture

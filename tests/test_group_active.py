@@ -6,8 +6,7 @@ validation and permissions per docs/api.md."""
 from __future__ import annotations
 
 import random
-from datetime import date, datetime, timedelta
-from zoneinfo import ZoneInfo
+from datetime import date, timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -22,25 +21,12 @@ from activity.services import groups, ingest, sweep
 from activity.store import keys
 from activity.store.scripts import LUA_DIR
 from project.redis_server import free_port
+from tests.conftest import local_midnight
 from tests.redis_counts import CommandDelta
 from tests.redis_probe import counting_sends
 
 ZONE = "America/New_York"
 PERIODS = ("day", "week", "month")
-
-
-def local_midnight(day: date, zone: str = ZONE) -> float:
-    return datetime(day.year, day.month, day.day, tzinfo=ZoneInfo(zone)).timestamp()
-
-
-@pytest.fixture
-def at(monkeypatch):
-    """Set the service clock: ``at(ts)``."""
-
-    def set_now(ts: float) -> None:
-        monkeypatch.setattr(clock, "now", lambda: ts)
-
-    return set_now
 
 
 def make_users(count: int, prefix: str = "u") -> list[str]:
@@ -74,14 +60,14 @@ def test_counts_members_active_in_the_local_day_week_and_month(at, staff_api, re
     group.user_set.add(*users[:4])
     groups.rebuild_memberships()
     with override_settings(ACTIVITY_TIME_ZONE=ZONE):
-        at(local_midnight(day) + 3600)
+        at(local_midnight(ZONE, day) + 3600)
         ingest.record_events(
             [
-                Event(user=users[0], ts=local_midnight(day) + 10),  # today
-                Event(user=users[1], ts=local_midnight(day) - 10),  # yesterday: this week, this month
-                Event(user=users[2], ts=local_midnight(date(2026, 11, 23)) - 10),  # last week, this month
-                Event(user=users[3], ts=local_midnight(date(2026, 11, 1)) - 10),  # October
-                Event(user=users[4], ts=local_midnight(day) + 20),  # not a member
+                Event(user=users[0], ts=local_midnight(ZONE, day) + 10),  # today
+                Event(user=users[1], ts=local_midnight(ZONE, day) - 10),  # yesterday: this week, this month
+                Event(user=users[2], ts=local_midnight(ZONE, date(2026, 11, 23)) - 10),  # last week, this month
+                Event(user=users[3], ts=local_midnight(ZONE, date(2026, 11, 1)) - 10),  # October
+                Event(user=users[4], ts=local_midnight(ZONE, day) + 20),  # not a member
             ]
         )
         assert api(staff_api, group.pk) == {
@@ -302,13 +288,13 @@ def test_counts_equal_a_brute_force_over_a_random_history(
         active: dict[date, set[str]] = {day: set() for day in days}
         events = []
         for day in days:
-            midnight = local_midnight(day)
+            midnight = local_midnight(ZONE, day)
             for user in rng.sample(users, rng.randint(0, 12)):
                 ts = midnight + rng.choice([-1.0, -0.001, 0.0, 0.001, 1.0, 3600.0]) * rng.random()
                 events.append(Event(user=user, ts=ts))
                 active[calendar.day_of(ts)] = active.get(calendar.day_of(ts), set()) | {user}
         rng.shuffle(events)  # late and out of order
-        at(local_midnight(days[-1] + timedelta(days=1)))
+        at(local_midnight(ZONE, days[-1] + timedelta(days=1)))
         for start in range(0, len(events), 7):
             ingest.record_events(events[start : start + 7])
 
@@ -321,7 +307,7 @@ def test_counts_equal_a_brute_force_over_a_random_history(
 
         checked, counted = 0, set()
         for day in days[1:]:
-            for ts in (local_midnight(day) - 0.5, local_midnight(day) + 0.5):
+            for ts in (local_midnight(ZONE, day) - 0.5, local_midnight(ZONE, day) + 0.5):
                 at(ts)
                 today = calendar.day_of(ts)
                 for team in teams:

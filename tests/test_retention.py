@@ -25,7 +25,7 @@ from activity.events import Event
 from activity.models import RetentionCell
 from activity.services import audience, backfill, ingest, reports, retention
 from activity.store import keys
-from tests.conftest import delete_own_keys, with_permissions
+from tests.conftest import delete_own_keys, local_midnight, with_permissions
 
 URL = "/api/v1/retention/"
 
@@ -41,17 +41,7 @@ REPEATABLE = hypothesis_settings(
 def local(zone: str, day: date, seconds: float = 0) -> float:
     """Epoch seconds ``seconds`` after the local midnight of ``day`` in ``zone`` (wall-clock midnight:
     on a DST day the local day is 23 or 25 hours long, so only seconds under 23 h stay in it)."""
-    return datetime(day.year, day.month, day.day, tzinfo=ZoneInfo(zone)).timestamp() + seconds
-
-
-@pytest.fixture
-def at(monkeypatch):
-    """Set the service clock: ``at(ts)``."""
-
-    def set_now(ts: float) -> None:
-        monkeypatch.setattr(clock, "now", lambda: ts)
-
-    return set_now
+    return local_midnight(zone, day) + seconds
 
 
 # --- the model ---------------------------------------------------------------------------------

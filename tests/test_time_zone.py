@@ -16,12 +16,13 @@ from django.core import checks
 from django.test import override_settings
 from django.urls import reverse
 
-from activity import calendar, clock
+from activity import calendar
 from activity.events import Event
 from activity.models import DailyRollup
 from activity.services import audience, ingest, privacy, recommendations, reports, sessions
 from activity.store import keys
 from activity.store.keys import KEEP_DAYS
+from tests.conftest import local_midnight
 
 PANEL = reverse("admin:activity-dashboard-panel")
 
@@ -42,20 +43,6 @@ CASES = [
     Case("Australia/Lord_Howe", date(2026, 4, 5), 24.5),  # 02:00 -> 01:30
     Case("Asia/Kathmandu", date(2026, 11, 23), 24),  # +5:45, a Monday: D - 1 ends an ISO week
 ]
-
-
-def local_midnight(zone: str, day: date) -> float:
-    return datetime(day.year, day.month, day.day, tzinfo=ZoneInfo(zone)).timestamp()
-
-
-@pytest.fixture
-def at(monkeypatch):
-    """Set the service clock: ``at(ts)``."""
-
-    def set_now(ts: float) -> None:
-        monkeypatch.setattr(clock, "now", lambda: ts)
-
-    return set_now
 
 
 def week_of(day: date) -> tuple[int, int]:

@@ -37,14 +37,10 @@ DAY = 86400
 
 
 @pytest.fixture
-def at(monkeypatch):
-    """Set the service clock: ``at(ts)``."""
-
-    def set_now(ts: float) -> None:
-        monkeypatch.setattr(clock, "now", lambda: ts)
-
-    set_now(NOON)
-    return set_now
+def at(at):
+    """The service clock at NOON, and ``at(ts)`` to move it (conftest's ``at``)."""
+    at(NOON)
+    return at
 
 
 def visitor_id(n: int) -> str:

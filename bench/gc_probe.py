@@ -45,4 +45,4 @@ class ProbedFront(Front):
 
 
 gc.callbacks.append(_record)
-application = ProbedFront(service.app, service.body_limit, service.freeze_after)
+application = ProbedFront(service.app, service.body_limit, service.freeze_after, service.on_shutdown)

@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run dev test test-cluster bench bench-http lint format docs
+.PHONY: run dev test test-cluster bench bench-http bench-smoke lint format docs
 
 # What running needs (requirements.txt); the tests, lint and benchmarks add requirements-dev.txt.
 $(VENV)/.installed: requirements.txt
@@ -43,9 +43,15 @@ bench: $(VENV)/.dev-installed
 bench-http: $(VENV)/.dev-installed
 	$(PY) -m bench.http
 
+# Every bench at its smoke size (bench/smoke.py), results into a temporary directory: fails if one fails.
+bench-smoke: $(VENV)/.dev-installed
+	$(PY) -m bench.smoke
+
+# ruff, then import-linter's contracts (pyproject.toml's [tool.importlinter]: the floors of activity/).
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff format .

@@ -1,8 +1,8 @@
 """System checks (tag ``activity``): a wrong setup is reported by ``manage.py check``, ``runserver``
-and ``migrate`` rather than found later as missing data. Checks run before every management command,
-so they cost little: none reads the database, and Redis gets one round trip of CONFIG GET (whether it
-answers, its eviction policy and persistence) and, under ``check --deploy`` only, one read (the
-partition check)."""
+and ``migrate`` rather than found later as missing data. Those checks run before every management
+command (``createsuperuser`` included), so they read settings only: neither the database nor Redis.
+The checks that read Redis are deploy checks, run by ``check --deploy``: one round trip of CONFIG GET
+(whether Redis answers, its eviction policy and persistence)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ TAG = "activity"
 ACTIVITY_MIDDLEWARE = "activity.web.middleware.ActivityMiddleware"
 AUTH_MIDDLEWARE = "django.contrib.auth.middleware.AuthenticationMiddleware"
 FLUSH_TASK = "activity.flush"
-DEFAULT_REDIS_URL = conf.BY_NAME["REDIS_URL"].default
+DEFAULT_REDIS_URL = conf.SETTINGS_BY_NAME["REDIS_URL"].default
 
 
 def _position(chain: Sequence[str], base_path: str) -> int | None:
@@ -92,13 +92,15 @@ def redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     """Redis answers at ``REDIS_URL`` (``activity.W003``), and keeps what has no TTL: no ``allkeys-*``
     eviction, AOF or RDB on. One round trip, CONFIG GET, answers both.
 
-    Redis not answering is said plainly at ``migrate`` or ``runserver`` rather than as a 503 later;
-    a warning, not an error: the site still starts, its pages served (tracking fails open), and the
-    API answers 503 until Redis answers. The setup is said by ``check`` (README's adopt step 5), not
-    only ``--deploy``: a newcomer's Redis is the one whose restart erases the data."""
+    A deploy check (``check --deploy``, README's adopt step 5), as every check reading Redis is: the
+    other checks run before every management command, and a ``createsuperuser`` has no business
+    with Redis. Redis not answering is a warning, not an error: the site still starts, its pages
+    served (tracking fails open), and the API answers 503 until Redis answers."""
     from activity.errors import StoreUnavailable
     from activity.services.health import redis_config
 
+    if not hasattr(settings, "REDIS_URL"):
+        return []  # activity.E003 says so; the development default is not the Redis to judge
     try:
         config = redis_config()
     except ImproperlyConfigured:
@@ -268,32 +270,10 @@ def key_prefix(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessa
     ]
 
 
-def partitions(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """``ACTIVITY_LAST_SEEN_PARTITIONS`` matches the last-seen layout in Redis (deploy only: it reads
-    Redis; Redis not answering is ``/healthz``'s to report, not this check's)."""
-    from activity.errors import StoreUnavailable
-    from activity.services import last_seen as layout
-
-    if not hasattr(settings, "REDIS_URL"):
-        return []  # activity.E003 says so; the development default is not the data to compare
-    try:
-        problems = layout.layout_problems()
-    except StoreUnavailable:
-        return []
-    return [
-        checks.Error(
-            f"ACTIVITY_LAST_SEEN_PARTITIONS and the data in Redis disagree: {problem}.",
-            hint="Set ACTIVITY_LAST_SEEN_PARTITIONS to the layout Redis holds, or move the data with "
-            "manage.py activity_partition_last_seen (docs/redis-cluster.md).",
-            id="activity.E005",
-        )
-        for problem in problems
-    ]
-
-
 def register() -> None:
-    """Register every check (called by ``ActivityConfig.ready``; registering twice is harmless)."""
-    for check in (setting_values, middleware, beat_schedule, key_prefix, redis_server, broker_database):
+    """Register every check (called by ``ActivityConfig.ready``; registering twice is harmless). The
+    ones that read Redis, and the one about production's settings, run under ``check --deploy`` only."""
+    for check in (setting_values, middleware, beat_schedule, key_prefix, broker_database):
         checks.register(check, TAG)
-    checks.register(redis_url, TAG, deploy=True)
-    checks.register(partitions, TAG, deploy=True)
+    for check in (redis_url, redis_server):
+        checks.register(check, TAG, deploy=True)

@@ -49,8 +49,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "ACTIVITY_LAST_SEEN_PARTITIONS",
         1,
-        "Spread the last-seen keys over this many hash tags, so a Redis Cluster spreads their writes "
-        "(`manage.py activity_partition_last_seen` moves existing data).",
+        "Spread last seen over this many hash tags, so a Redis Cluster spreads its writes; after a "
+        "change, `manage.py activity_upgrade` moves what is stored.",
         minimum=1,
     ),
     Setting("ACTIVITY_ONLINE_WINDOW", 300, "Seconds since last seen that count as online.", minimum=1),
@@ -148,7 +148,7 @@ SETTINGS: tuple[Setting, ...] = (
         "their Redis work and memory.",
     ),
 )
-BY_NAME = {setting.name: setting for setting in SETTINGS}
+SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}
 
 # Comma-separated in the environment. Regular expressions may hold commas: a string is one pattern.
 _TUPLES = {"ACTIVITY_TRUSTED_PROXIES", "ACTIVITY_TRACK_EXCLUDE_PATHS"}
@@ -165,7 +165,7 @@ def get(name: str) -> Any:
     try:
         return _cache[name]
     except KeyError:
-        _cache[name] = value = _read(BY_NAME[name])
+        _cache[name] = value = _read(SETTINGS_BY_NAME[name])
         return value
 
 

@@ -55,3 +55,19 @@ class UnknownReport(ActivityError, KeyError):
 
 class UnknownPath(ActivityError, ValueError):
     """No page followed this one in the recommendation window (or it is never recorded)."""
+
+
+class KeyReused(ActivityError):
+    """An idempotency key came back with another request than the one it was first used for."""
+
+
+class KeyInUse(ActivityError):
+    """Another attempt holds this idempotency key now; ``retry_after`` is the seconds until it may be
+    taken over. Rebuilt from its ``args``, so it survives pickling (Celery)."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(retry_after)
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        return f"This Idempotency-Key's first request is still running; retry after {self.retry_after} s."

@@ -93,8 +93,10 @@ def clean_path(value: object) -> str:
     return value
 
 
-def _clean_event(raw: object, now: float) -> Event | dict[str, list[str]]:
-    """The event, or its errors by field."""
+def _clean_event(raw: object, now: float) -> Event | dict[str, list[str]] | list[str]:
+    """The event, or its errors (by field; a null event's, as DRF's list field gives them)."""
+    if raw is None:
+        return [NOT_NULL]
     if not isinstance(raw, dict):
         return {"non_field_errors": [f"Invalid data. Expected a dictionary, but got {type(raw).__name__}."]}
     errors: dict[str, list[str]] = {}
@@ -130,7 +132,7 @@ def clean_events(raw: object, now: float | None = None) -> list[Event]:
     limit = conf.settings.MAX_BATCH
     if len(raw) > limit:
         metrics.EVENTS_REJECTED.inc(len(raw))
-        raise InvalidBatch({"events": [f"At most {limit} events per request; got {len(raw)}."]})
+        raise InvalidBatch({"events": [f"Ensure this field has no more than {limit} elements."]})
     cleaned = [_clean_event(item, now) for item in raw]
     errors = {str(index): found for index, found in enumerate(cleaned) if not isinstance(found, Event)}
     if errors:

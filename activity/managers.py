@@ -121,8 +121,3 @@ class UserActivityManager(models.Manager):
     def build_upsert(self, rows: Sequence[tuple[str, float]]) -> Upsert:
         """The statement writing ``rows``, built now and run later (the flush overlaps the two)."""
         return _build_upsert(self.model._meta.db_table, rows)
-
-    def upsert_last_seen(self, rows: Sequence[tuple[str, float]]) -> None:
-        """Write (user id, last-seen epoch seconds) pairs in one statement, never moving a row back."""
-        if rows:
-            self.build_upsert(rows).execute()

@@ -5,10 +5,10 @@ A superuser has them all, through Django's ``has_perm``."""
 
 from __future__ import annotations
 
-VIEW = "activity.view_activity"
-EXPORT = "activity.export_activity"
-ERASE = "activity.erase_activity"
-INGEST = "activity.ingest_events"
+VIEW_ACTIVITY = "activity.view_activity"
+EXPORT_ACTIVITY = "activity.export_activity"
+ERASE_ACTIVITY = "activity.erase_activity"
+INGEST_EVENTS = "activity.ingest_events"
 RUN_JOBS = "activity.run_jobs"
 
 # (codename, name), as ``UserActivity.Meta.permissions`` declares them.

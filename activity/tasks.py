@@ -1,8 +1,8 @@
 """The app's Celery tasks, thin over the services. ``StoreUnavailable`` is retried with backoff (not
 by the report tasks: the next run redoes them), any other error is the task's own; retried tasks are
-acknowledged once they ran, so a killed worker's task runs again elsewhere. Each is safe to rerun but
-``record_events``, whose replay counts page views again. Scheduled jobs run under their lock, skip
-when it is taken, and end before it expires (docs/scheduled-jobs.md)."""
+acknowledged once they ran, so a killed worker's task runs again elsewhere. Each is safe to rerun:
+``record_events`` by its task id. Scheduled jobs run under their lock, skip when it is taken, and end
+before it expires (docs/scheduled-jobs.md)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Any
 from celery import Task, shared_task
 
 from activity import calendar, clock
-from activity.errors import StoreUnavailable
+from activity.errors import KeyInUse, StoreUnavailable
 from activity.events import clean_events, clean_user
 from activity.schedule import REPORT_REFRESH_INTERVAL
-from activity.services import audience, ingest, locks, privacy, reports
+from activity.services import audience, idempotency, ingest, locks, privacy, reports
 from activity.services import flush as flush_service
 from activity.services import last_seen as last_seen_service
 from activity.services import sweep as sweep_service
@@ -35,23 +35,38 @@ def while_redis_is_away(max_retries: int | None, backoff_max: int = 300) -> dict
     }
 
 
-@shared_task(name="activity.record_events", **while_redis_is_away(max_retries=10, backoff_max=60))
-def record_events(events: list[dict[str, Any]]) -> dict[str, int]:
+@shared_task(name="activity.record_events", bind=True, **while_redis_is_away(max_retries=10, backoff_max=60))
+def record_events(self: Task, events: list[dict[str, Any]]) -> dict[str, Any]:
     """Record a batch of events (dicts as ``POST /api/v1/events/`` takes them); a bad batch raises
-    ``InvalidBatch``, never retried. A replay of a batch Redis took (its reply lost to a timeout, a
-    worker killed before the ack) leaves last seen and the audience figures as they were but counts
-    the page views again. Give each event a ``ts``, so a retry records the event's time, not its own."""
-    result = ingest.record_events(clean_events(events))
-    return {"accepted": result.accepted, "last_seen_updated": result.last_seen_updated}
+    ``InvalidBatch``, never retried. Idempotent by its task id, as the API by an ``Idempotency-Key``:
+    a retry or a redelivery (a reply lost to a timeout, a worker killed before the ack) gets the first
+    run's result and counts nothing again; one while that run may still go on is retried once it
+    cannot. Called directly (no task id), a replay counts its page views again. Give each event a
+    ``ts``, so a retry records the event's time, not its own."""
+    batch = clean_events(events)
+
+    def record(fence: Any = None) -> dict[str, Any]:
+        result = ingest.record_events(batch, fence=fence)
+        return {"accepted": result.accepted, "last_seen_updated": result.last_seen_updated}
+
+    if self.request.id is None:
+        return record()
+    try:
+        return idempotency.once("task", self.request.id, events, record).body
+    except KeyInUse as running:
+        raise self.retry(countdown=running.retry_after, exc=running) from None
 
 
-SOFT_TIME_LIMIT, TIME_LIMIT = locks.job_time_limits()
-JOB_OPTIONS: dict[str, Any] = {
-    **while_redis_is_away(max_retries=3, backoff_max=600),
-    "soft_time_limit": SOFT_TIME_LIMIT,
-    "time_limit": TIME_LIMIT,
-    "bind": True,
-}
+def job_options(job: str) -> dict[str, Any]:
+    """``shared_task`` options of scheduled job ``job``: time limits that end a run before its lock
+    expires (``locks.job_time_limits``), read once, when the tasks load."""
+    soft, hard = locks.job_time_limits(job)
+    return {
+        **while_redis_is_away(max_retries=3, backoff_max=600),
+        "soft_time_limit": soft,
+        "time_limit": hard,
+        "bind": True,
+    }
 
 
 def run_exclusive(task: Task, job: str, body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -66,13 +81,13 @@ def run_exclusive(task: Task, job: str, body: Callable[[], dict[str, Any]]) -> d
     return {"job": job, "ran": True, "worker": worker, "started": started, "finished": finished, **outcome}
 
 
-@shared_task(name="activity.flush", **JOB_OPTIONS)
+@shared_task(name="activity.flush", **job_options("flush"))
 def flush(self: Task) -> dict[str, Any]:
     """Write last-seen changes to the database (every ``ACTIVITY_FLUSH_INTERVAL`` seconds)."""
     return run_exclusive(self, "flush", lambda: asdict(flush_service.flush()))
 
 
-@shared_task(name="activity.prune", **JOB_OPTIONS)
+@shared_task(name="activity.prune", **job_options("prune"))
 def prune(self: Task) -> dict[str, Any]:
     """Drop last-seen members older than ``ACTIVITY_LAST_SEEN_RETENTION`` (never unflushed ones)."""
 
@@ -83,7 +98,7 @@ def prune(self: Task) -> dict[str, Any]:
     return run_exclusive(self, "prune", body)
 
 
-@shared_task(name="activity.sweep", **JOB_OPTIONS)
+@shared_task(name="activity.sweep", **job_options("sweep"))
 def sweep(self: Task) -> dict[str, Any]:
     """Find keys under the prefix without a TTL and repair or delete them."""
     return run_exclusive(self, "sweep", lambda: asdict(sweep_service.sweep()))

@@ -1,63 +1,56 @@
--- Record active users of one day into the day's, ISO week's and month's keys at once: SETBIT for
--- integer ids (exact, and an erase can clear the bit), PFADD for other ids (a HyperLogLog). A user
--- erased and still tombstoned at now (docs/privacy.md) is skipped.
+-- People into bitmaps by dense id (docs/key-schema.md): each person, named by the 12-byte digest
+-- of their user id, gets a small integer from the map once (HGET, else INCR the counter and HSET),
+-- and their bit at that offset is set in each bitmap given: the active-user bitmaps of a day, its
+-- ISO week and its month on the write path; none when a caller only wants the dense ids (group
+-- members, signups, a backfill). Ids are never reused, so an erased person's old bit never counts
+-- for someone else. A person erased and still tombstoned at now (docs/privacy.md) is skipped and
+-- gets no id.
 --
--- KEYS[1]  tombstones of erased users (member -> expiry)
--- KEYS[2], KEYS[3], KEYS[4]  the bitmaps of the day, the week and the month
--- KEYS[5], KEYS[6], KEYS[7]  the HyperLogLogs of the day, the week and the month
+-- KEYS[1]  tombstones of erased people (member: digest -> expiry)
+-- KEYS[2]  the dense id map (hash: digest -> dense id)
+-- KEYS[3]  the last dense id assigned (string counter)
+-- KEYS[4 ..]  0 to 3 bitmaps to set the people's bits in
 -- ARGV[1]  now, epoch seconds
--- ARGV[2], ARGV[3], ARGV[4]  TTLs in seconds of the day's, week's and month's keys (> 0)
--- ARGV[5]  n, how many ids follow that are bit offsets (canonical decimal integers)
--- ARGV[6 .. 5 + n]  those ids; ARGV[6 + n ..]  the other ids
--- Returns  the number of users recorded (tombstoned ones left out).
-if #KEYS ~= 7 or #ARGV < 5 then
-  return redis.error_reply('actives_record: expected 7 keys; now, 3 TTLs, n and ids')
+-- ARGV[2 .. 1 + b]  TTL in seconds (> 0) of each of the b bitmaps
+-- ARGV[2 + b ..]  the digests
+-- Returns  the dense id of each digest in ARGV order, 0 for a tombstoned one.
+local b = #KEYS - 3
+if b < 0 or b > 3 or #ARGV < 1 + b then
+  return redis.error_reply('actives_record: expected 3 to 6 keys; now, a TTL per bitmap and digests')
 end
-local now, n = tonumber(ARGV[1]), tonumber(ARGV[5])
-if now == nil or n == nil or n < 0 or 5 + n > #ARGV then
-  return redis.error_reply('actives_record: now must be a number and n a count of the ids given')
+local now = tonumber(ARGV[1])
+if now == nil then
+  return redis.error_reply('actives_record: now must be a number')
 end
-for i = 2, 4 do
+for i = 2, 1 + b do
   if (tonumber(ARGV[i]) or 0) <= 0 then
     return redis.error_reply('actives_record: TTLs must be positive numbers')
   end
 end
 
-local tombstones = KEYS[1]
+local tombstones, map, counter = KEYS[1], KEYS[2], KEYS[3]
 local erasures = redis.call('EXISTS', tombstones) == 1
-local function live(user)
-  local expiry = erasures and redis.call('ZSCORE', tombstones, user)
-  return not (expiry and tonumber(expiry) > now)
-end
-
-local recorded, others = 0, {}
-for i = 6, 5 + n do
-  if live(ARGV[i]) then
-    for key = 2, 4 do
-      redis.call('SETBIT', KEYS[key], ARGV[i], 1)
+local ids, recorded = {}, 0
+for i = 2 + b, #ARGV do
+  local digest = ARGV[i]
+  local expiry = erasures and redis.call('ZSCORE', tombstones, digest)
+  local id = 0
+  if not (expiry and tonumber(expiry) > now) then
+    id = tonumber(redis.call('HGET', map, digest))
+    if id == nil then
+      id = redis.call('INCR', counter)
+      redis.call('HSET', map, digest, id)
+    end
+    for key = 4, 3 + b do
+      redis.call('SETBIT', KEYS[key], id, 1)
     end
     recorded = recorded + 1
   end
+  ids[#ids + 1] = id
 end
 if recorded > 0 then
-  for key = 2, 4 do
-    redis.call('EXPIRE', KEYS[key], ARGV[key])
+  for key = 4, 3 + b do
+    redis.call('EXPIRE', KEYS[key], ARGV[key - 2])
   end
 end
-for i = 6 + n, #ARGV do
-  if live(ARGV[i]) then
-    others[#others + 1] = ARGV[i]
-  end
-end
-local CHUNK = 1000 -- ids per PFADD, well under Lua's unpack limit
-for first = 1, #others, CHUNK do
-  for key = 5, 7 do
-    redis.call('PFADD', KEYS[key], unpack(others, first, math.min(first + CHUNK - 1, #others)))
-  end
-end
-if #others > 0 then
-  for key = 5, 7 do
-    redis.call('EXPIRE', KEYS[key], ARGV[key - 3])
-  end
-end
-return recorded + #others
+return ids

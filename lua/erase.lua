@@ -4,9 +4,11 @@
 --   del      DEL the key (a per-user key)
 --   zrem     ZREM the member
 --   hdel     HDEL the member as a field
---   bit      SETBIT the member (a decimal offset) to 0, only where the bitmap reaches it (a shorter
---            or missing bitmap is left as it is: never grown, never created)
---   u16      BITFIELD SET u16 #member 0 (the member a decimal offset), only where the string reaches it
+--   map      HGET the member's dense id (remembered for bit and u16), then HDEL it: the id is never
+--            assigned again (the dense id map of {au}, whose member is a person's digest)
+--   bit      SETBIT the remembered dense id to 0, only where the bitmap reaches it (a shorter or
+--            missing bitmap is left as it is: never grown, never created)
+--   u16      BITFIELD SET u16 #id 0 (the remembered dense id), only where the string reaches it
 --   name     GET the display name (remembered for byname), then DEL the key
 --   aliases  SMEMBERS the former display names (remembered for byname), then DEL the key
 --   byname   ZREM "<name> NUL <member>" for each remembered name and for the member itself
@@ -15,7 +17,7 @@
 --
 -- KEYS[1]  the tag's tombstones (sorted set: member -> expiry, epoch seconds)
 -- KEYS[2..]  the keys to clean, each with its operation in ARGV
--- ARGV[1]  the member: a user id (a 16-byte visitor id in {vis:N})
+-- ARGV[1]  the member: a user id (a 16-byte visitor id in {vis:N}, a 12-byte digest in {au})
 -- ARGV[2]  now, epoch seconds
 -- ARGV[3]  when the tombstone expires, epoch seconds (> now)
 -- ARGV[4..]  one operation per key of KEYS[2..]
@@ -29,13 +31,13 @@ if now == nil or expiry == nil or expiry <= now then
 end
 for i = 4, #ARGV do
   local op = ARGV[i]
-  if op ~= 'del' and op ~= 'zrem' and op ~= 'hdel' and op ~= 'bit' and op ~= 'u16' and op ~= 'name' and op ~= 'aliases'
-      and op ~= 'byname' and op ~= 'pending' then
+  if op ~= 'del' and op ~= 'zrem' and op ~= 'hdel' and op ~= 'map' and op ~= 'bit' and op ~= 'u16'
+      and op ~= 'name' and op ~= 'aliases' and op ~= 'byname' and op ~= 'pending' then
     return redis.error_reply('erase: unknown operation ' .. op)
   end
 end
 
-local removed, names = 0, {member}
+local removed, names, id = 0, {member}, nil
 for i = 2, #KEYS do
   local key, op = KEYS[i], ARGV[i + 2]
   if op == 'del' then
@@ -44,13 +46,16 @@ for i = 2, #KEYS do
     removed = removed + redis.call('ZREM', key, member)
   elseif op == 'hdel' then
     removed = removed + redis.call('HDEL', key, member)
+  elseif op == 'map' then
+    id = tonumber(redis.call('HGET', key, member))
+    removed = removed + redis.call('HDEL', key, member)
   elseif op == 'bit' then
-    if redis.call('STRLEN', key) > math.floor(tonumber(member) / 8) then
-      removed = removed + redis.call('SETBIT', key, member, 0)
+    if id and redis.call('STRLEN', key) > math.floor(id / 8) then
+      removed = removed + redis.call('SETBIT', key, id, 0)
     end
   elseif op == 'u16' then
-    if redis.call('STRLEN', key) > tonumber(member) * 2 then
-      if redis.call('BITFIELD', key, 'SET', 'u16', '#' .. member, 0)[1] ~= 0 then
+    if id and redis.call('STRLEN', key) > id * 2 then
+      if redis.call('BITFIELD', key, 'SET', 'u16', '#' .. id, 0)[1] ~= 0 then
         removed = removed + 1
       end
     end

@@ -1,7 +1,7 @@
 -- Members of a group active in a period, exact: BITCOUNT of the group's membership bitmap AND the
--- period's active-user bitmap (same id space: bit N is the user with integer id N). The AND goes
+-- period's active-user bitmap (same id space: bit N is the person with dense id N). The AND goes
 -- into a scratch key that is deleted before the script returns, so no reader ever sees it. Work:
--- O(length of the longer bitmap), at most max user id / 8 bytes (125 KB per million ids).
+-- O(length of the longer bitmap), a bit per person (125 KB per million people).
 --
 -- KEYS[1]  the group's membership bitmap
 -- KEYS[2]  the period's active-user bitmap (a day, an ISO week or a month)

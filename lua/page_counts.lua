@@ -1,6 +1,9 @@
--- Count one day's page views of a batch: the day's counter, and the views per path, keeping the cap
--- most viewed (past cap + slack, one ZREMRANGEBYRANK trims back: amortized O(log N) a view). Keys
--- get their TTL when made. Users tombstoned at now are skipped.
+-- Count one day's page views of a batch: the day's counter, and the views per path (one ZINCRBY per
+-- path of the batch, whatever its views), keeping the cap most viewed (past cap + slack, one
+-- ZREMRANGEBYRANK trims back: amortized O(log N) a path). Keys get their TTL when made. Users
+-- tombstoned at now are skipped.
+-- Fenced: lua/fence.lua runs first and takes its key and arguments; KEYS and ARGV below are
+-- what it leaves.
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
 -- KEYS[2]  page views that day (string counter)
@@ -22,19 +25,28 @@ end
 local tombstones, views, paths = KEYS[1], KEYS[2], KEYS[3]
 -- The tombstones are looked up only while the set exists.
 local erasures = redis.call('EXISTS', tombstones) == 1
-local counted = 0
+local counted, per_path, order = 0, {}, {}
 for a = 5, #ARGV, 2 do
   local user, path = ARGV[a], ARGV[a + 1]
   local expiry = erasures and redis.call('ZSCORE', tombstones, user)
   if not (expiry and tonumber(expiry) > now) then
     counted = counted + 1
-    if tonumber(redis.call('ZINCRBY', paths, 1, path)) == 1 then
-      local size = redis.call('ZCARD', paths)
-      if size == 1 then
-        redis.call('EXPIRE', paths, ttl)
-      elseif size > cap + slack then
-        redis.call('ZREMRANGEBYRANK', paths, 0, -cap - 1)
-      end
+    if per_path[path] == nil then
+      per_path[path] = 0
+      order[#order + 1] = path
+    end
+    per_path[path] = per_path[path] + 1
+  end
+end
+for _, path in ipairs(order) do
+  local views = per_path[path]
+  -- Scores are counts, never 0: the path is new to the set when the ZINCRBY answers its own views.
+  if tonumber(redis.call('ZINCRBY', paths, views, path)) == views then
+    local size = redis.call('ZCARD', paths)
+    if size == 1 then
+      redis.call('EXPIRE', paths, ttl)
+    elseif size > cap + slack then
+      redis.call('ZREMRANGEBYRANK', paths, 0, -cap - 1)
     end
   end
 end

@@ -1,15 +1,18 @@
 -- Keep a batch's page views in their users' sessions in time order; count the sessions started and
 -- the page transitions. A session is a list sorted by ts, oldest first: a view at or after the last
 -- entry is appended (RPUSH); a late one goes before the first later entry (one LRANGE of at most N
--- entries, LINSERT); LTRIM keeps the newest N and PEXPIRE renews the window. A view older than every
--- entry of a full list is not added. A view that makes a new list starts a session, counted on its
--- own day. With transitions on, a step (not a reload, nor a page holding a NUL) is counted between
--- neighbours by ts, on the later view's day, in that day's two sets, trimming the least frequent past
--- each cap plus its slack (amortized O(log N) a view). A view inserted between A and C takes back
--- A -> C (at 0 it leaves both sets; one not found, trimmed or never counted, is left alone), then
--- counts A -> view and view -> C. A script, not MULTI: RPUSH's reply decides the count. Users
--- tombstoned at now are skipped; a key gets its TTL when made. The caller passes only views within
--- the session window, and declares every day they and the entries after them can fall on.
+-- entries, LINSERT); past N entries LTRIM keeps the newest N, and PEXPIRE renews the window. A view
+-- older than every entry of a full list is not added. A view that makes a new list starts a
+-- session, counted on its own day. With transitions on, a step (not a reload, nor a page holding a
+-- NUL) is counted between neighbours by ts, on the later view's day, in that day's two sets,
+-- trimming the least frequent past each cap plus its slack (amortized O(log N) a view). A view
+-- inserted between A and C takes back A -> C (at 0 it leaves both sets; one not found, trimmed or
+-- never counted, is left alone), then counts A -> view and view -> C. A script, not MULTI: RPUSH's
+-- reply decides the count. Users tombstoned at now are skipped; a key gets its TTL when made. The
+-- caller passes only views within the session window, and declares every day they and the entries
+-- after them can fall on.
+-- Fenced: lua/fence.lua runs first and takes its key and arguments; KEYS and ARGV below are
+-- what it leaves.
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
 -- KEYS[2 .. 1 + 3 D] 3 per day, oldest first: sessions started, transitions, transition index
@@ -203,10 +206,12 @@ for i = 1, views do
       if transitions and is_step(last_path, path) then
         count(counts[day], index[day], last_path, path, caps)
       end
-      if redis.call('RPUSH', session, entry) == 1 then
+      local length = redis.call('RPUSH', session, entry)
+      if length == 1 then
         started[day] = started[day] + 1
+      elseif length > keep then
+        redis.call('LTRIM', session, -keep, -1)
       end
-      redis.call('LTRIM', session, -keep, -1)
       redis.call('PEXPIRE', session, window)
     else
       -- A late view: before the first entry with a greater ts (the last one has), unless the list is
@@ -221,6 +226,13 @@ for i = 1, views do
         end
       end
       if at > 1 or #entries < keep then
+        -- The insert first: Redis refuses it over maxmemory, where it would let the take-back's ZREM
+        -- (and, the script having written, every write after it) in. Identical entries are
+        -- interchangeable: any of them is a right pivot.
+        if redis.call('LINSERT', session, 'BEFORE', entries[at], entry) > keep then
+          redis.call('LTRIM', session, -keep, -1)
+        end
+        redis.call('PEXPIRE', session, window)
         if transitions then
           local before_path = at > 1 and read(entries[at - 1]) or nil
           local after_path, after_ts = read(entries[at])
@@ -235,10 +247,6 @@ for i = 1, views do
             count(counts[after_day], index[after_day], path, after_path, caps)
           end
         end
-        -- Identical entries are interchangeable: any of them is a right pivot.
-        redis.call('LINSERT', session, 'BEFORE', entries[at], entry)
-        redis.call('LTRIM', session, -keep, -1)
-        redis.call('PEXPIRE', session, window)
       end
     end
   end

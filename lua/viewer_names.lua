@@ -5,6 +5,8 @@
 -- user's "name NUL user" entry to the period's pending set, an O(1) SADD where the index takes an
 -- ordered insert; report_by_name.lua merges them. Adding an entry twice is harmless. The marker ''
 -- tells the SADD that made the set, the one to give it a TTL. Tombstoned users are skipped.
+-- Fenced: lua/fence.lua runs first and takes its key and arguments; KEYS and ARGV below are
+-- what it leaves.
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
 -- KEYS[2]  the day's by-name index (zset, score 0, member name NUL user)
@@ -50,6 +52,8 @@ for i = 1, views do
     kept = kept + 1
     local old
     if name == '' then
+      -- Not GETEX, which would save the EXPIRE: the script's first write must be one Redis refuses
+      -- over maxmemory (SET is, GETEX is not), as once a script has written Redis lets in the rest.
       old = redis.call('SET', name_key, user, 'NX', 'GET')
       name = old or user
       redis.call('EXPIRE', name_key, week_ttl)

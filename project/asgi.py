@@ -1,14 +1,23 @@
-"""The application ``make run`` serves with granian (``project/serving.py``): Django's WSGI handler
-behind a small ASGI front that keeps slow and hostile clients from holding the process.
+"""The application ``make run`` serves with granian (``project/serving.py``): Django's WSGI handler,
+on one thread of each process's, behind a small ASGI front that keeps slow and hostile clients from
+holding the process.
 
-granian reads requests in its Rust event loop and closes a connection whose headers have not arrived
+granian reads requests in its Rust threads and closes a connection whose headers have not arrived
 within its header timeout. The front then takes the body, asynchronously, with a deadline
 (``BODY_TIMEOUT``: 408 and the connection closed) and a size cap (Django's
-``DATA_UPLOAD_MAX_MEMORY_SIZE``: 413), so a half-sent body holds a socket, never the thread that runs
-Django. Only a complete request reaches Django, which runs on one thread per process
-(``asgiref.wsgi.WsgiToAsgi``): no thread per connection, and no GIL contention between requests.
-A request whose Content-Type names a charset Django would fail on (rot13, hex, ...) is refused with
-415 before Django builds the request, where it would raise.
+``DATA_UPLOAD_MAX_MEMORY_SIZE``: 413), so a half-sent body holds a socket, never Django. A request
+whose Content-Type names a charset Django would fail on (rot13, hex, ...) is refused with 415 before
+Django builds the request, where it would raise.
+
+Only a complete request reaches Django (``OneThread``): handed, whole, to the one thread that runs
+Django in the process, through an executor, and its whole answer handed back. One request at a
+time per process, no thread per connection and no GIL contention between requests. asgiref's
+``WsgiToAsgi``, which did the same with ``sync_to_async`` and sent each answer message back with
+``async_to_sync``, spent 1.58x gunicorn's CPU per request on the bare view; this, 0.73x, within the
+noise of Django run on the event loop's own thread (0.69x), which would need Django's async guard
+switched off (``python -m bench.servers``; docs/serving.md). The URLconf, and every view with it,
+is imported as the process loads: a worker's first request spent 0.5-1.8 s on it while the
+requests behind it waited.
 
 The collector: a warm process holds some 150,000 long-lived objects (Django, DRF, the URL resolvers,
 ...) that every full collection walks, 80-230 ms each (``python -m bench.gc_pauses``). So each
@@ -27,12 +36,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import io
 import json
 import os
-from collections.abc import Awaitable, Callable, MutableMapping
+import sys
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from importlib import import_module
 from typing import Any
 
-from asgiref.wsgi import WsgiToAsgi
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
@@ -42,6 +54,8 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+StartResponse = Callable[..., object]
+WSGIApplication = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 BODY_TIMEOUT = float(os.environ.get("WEB_BODY_TIMEOUT") or 30)  # seconds from the headers to the body's end
 GC_FREEZE_AFTER = int(os.environ.get("WEB_GC_FREEZE_AFTER") or 100)
@@ -99,7 +113,7 @@ class Front:
             declared = _header(scope, b"content-length")
             if self.body_limit is not None and declared.isdigit() and int(declared) > self.body_limit:
                 raise Refused(413, f"Request body exceeds {self.body_limit} bytes.")
-            await self.app(scope, self._timed(receive), _coroutine(send))
+            await self.app(scope, self._timed(receive), send)
         except ClientGone:
             pass
         except Refused as refused:
@@ -153,17 +167,93 @@ class Front:
         return timed
 
 
-def _coroutine(send: Send) -> Send:
-    """``send`` as a coroutine function, which asgiref expects (granian's is a plain callable)."""
+class OneThread:
+    """ASGI app that runs a WSGI application (Django's handler) on one thread of its own, one whole
+    request at a time, and sends its answer in one message.
 
-    async def sending(message: Message) -> None:
-        await send(message)
+    The executor runs each call in its thread's own context, as a WSGI server's thread runs its
+    requests: Django keeps its database connections in context variables, so the thread keeps its
+    connection from one request to the next (``CONN_MAX_AGE``)."""
 
-    return sending
+    def __init__(self, wsgi: WSGIApplication) -> None:
+        self.wsgi = wsgi
+        self.thread = ThreadPoolExecutor(1, thread_name_prefix="django")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await whole_body(receive)
+        environ = wsgi_environ(scope, body)
+        start, content = await asyncio.get_running_loop().run_in_executor(self.thread, run_wsgi, self.wsgi, environ)
+        await send(start)
+        await send({"type": "http.response.body", "body": content})
+
+
+async def whole_body(receive: Receive) -> io.BytesIO:
+    """The request's body, every message of it, as the file WSGI reads."""
+    body = io.BytesIO()
+    while True:
+        message = await receive()
+        body.write(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    body.seek(0)
+    return body
+
+
+def run_wsgi(wsgi: WSGIApplication, environ: dict[str, Any]) -> tuple[Message, bytes]:
+    """Call ``wsgi`` to its end: the answer's ``http.response.start`` message and its whole body."""
+    start: Message = {"type": "http.response.start"}
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: object = None) -> None:
+        start["status"] = int(status[:3])
+        start["headers"] = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+
+    chunks = wsgi(environ, start_response)
+    try:
+        return start, b"".join(chunks)
+    finally:
+        if hasattr(chunks, "close"):  # Django's request_finished: the request's database connections
+            chunks.close()
+
+
+def wsgi_environ(scope: Scope, body: io.BytesIO) -> dict[str, Any]:
+    """The WSGI environ of an ASGI HTTP request (asgiref has its builder only as a method of its
+    adapter). A header whose name has an underscore is dropped, as gunicorn and
+    Django's runserver drop it: in the environ it would pass for the same name with a hyphen
+    (``X_Forwarded_For`` for ``X-Forwarded-For``), one a proxy may have stripped."""
+    root = scope.get("root_path", "")
+    path = scope["path"]
+    server = scope.get("server") or ("localhost", 80)
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": scope["method"],
+        "SCRIPT_NAME": root.encode().decode("latin-1"),
+        "PATH_INFO": (path[len(root) :] if root and path.startswith(root) else path).encode().decode("latin-1"),
+        "QUERY_STRING": scope["query_string"].decode("latin-1"),
+        "SERVER_NAME": server[0],
+        "SERVER_PORT": str(server[1] or 80),
+        "SERVER_PROTOCOL": f"HTTP/{scope['http_version']}",
+        "REMOTE_ADDR": scope["client"][0] if scope.get("client") else "",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scope.get("scheme", "http"),
+        "wsgi.input": body,
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": False,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
+    for name, value in scope["headers"]:
+        if b"_" in name:
+            continue
+        key = name.decode("latin-1").upper().replace("-", "_")
+        if key not in ("CONTENT_LENGTH", "CONTENT_TYPE"):
+            key = f"HTTP_{key}"
+        text = value.decode("latin-1")
+        environ[key] = f"{environ[key]},{text}" if key in environ else text
+    return environ
 
 
 django_application = get_wsgi_application()
+import_module(settings.ROOT_URLCONF)  # now, not in a worker's first request (the first probe of bench.slow_clients)
 
 from activity.services.tracking import batches  # noqa: E402 (once Django is set up)
 
-application = Front(WsgiToAsgi(django_application), settings.DATA_UPLOAD_MAX_MEMORY_SIZE, on_shutdown=batches.flush)
+application = Front(OneThread(django_application), settings.DATA_UPLOAD_MAX_MEMORY_SIZE, on_shutdown=batches.flush)

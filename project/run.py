@@ -4,7 +4,9 @@ The web server is granian (``project/serving.py``) behind a ``collectstatic``, s
 the static files with DEBUG off. ``--dev`` (``make dev``) runs Django's development server
 instead, with autoreload and DEBUG on unless the environment says otherwise.
 When nothing answers at ``REDIS_URL`` a private redis-server is started for the session (a Sentinel
-URL, ``redis+sentinel://``, is used as it is). With
+URL, ``redis+sentinel://``, is used as it is), and its URL kept in ``var/redis.url`` until the session
+ends: ``project/settings.py`` reads it when ``REDIS_URL`` is unset, so ``manage.py`` commands run in
+another terminal use that server too. With
 ``ACTIVITY_REDIS_CLUSTER=1`` and no ``CELERY_BROKER_URL`` (Celery cannot use a Redis Cluster), a
 private standalone redis-server is started for Celery's broker and results.
 
@@ -34,6 +36,7 @@ from types import FrameType
 from activity.conf import SENTINEL_SCHEME, redacted
 from project.redis_server import PrivateRedis, answers
 from project.serving import granian_command
+from project.settings import MAKE_RUN_REDIS_URL_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -192,7 +195,11 @@ def main() -> int:
     elif not url.startswith(f"{SENTINEL_SCHEME}://") and not answers(url):
         private = PrivateRedis(data_dir=ROOT / "var" / "redis").start()  # persists: AOF everysec and RDB
         env["REDIS_URL"] = private.url
-        print(f"Nothing answers at {url}: started a private redis-server ({private.binary}) at {private.url}")
+        MAKE_RUN_REDIS_URL_FILE.write_text(private.url + "\n")
+        print(
+            f"Nothing answers at {url}: started a private redis-server ({private.binary}) at {private.url}; "
+            f"manage.py commands in another terminal use it too while this runs ({MAKE_RUN_REDIS_URL_FILE})"
+        )
     (ROOT / "var").mkdir(exist_ok=True)
     # Every process counts its metrics into one directory, so /metrics sums web and Celery workers.
     metrics_dir = Path(env.get("PROMETHEUS_MULTIPROC_DIR") or ROOT / "var" / "prometheus")
@@ -234,6 +241,8 @@ def main() -> int:
             signal.signal(getattr(signal, name), signal.SIG_IGN)
         stop(children)
         if private:
+            if private.persistent:  # the store's server (not a Cluster's broker): its URL is in the file
+                MAKE_RUN_REDIS_URL_FILE.unlink(missing_ok=True)  # first: no command is sent to it as it goes
             private.stop()
     return 0
 

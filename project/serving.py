@@ -5,10 +5,12 @@ holds a half-sent body costs a socket, not a worker: with no buffering proxy in 
 sockets held for 60 s left fresh requests answering within 1 s (``python -m bench.slow_clients``).
 A connection whose headers have not all arrived ``WEB_HEADER_TIMEOUT`` seconds after it opened is
 closed (default 10); ``project.asgi`` gives the body ``WEB_BODY_TIMEOUT``. ``WEB_CONCURRENCY``
-worker processes (default two per CPU this process may run on), each running Django on one thread:
-the service's requests are Python work with short waits on Redis and the database, so more threads
-per process only contend for the GIL. A worker that dies is started again. Any other granian option
-goes through its own ``GRANIAN_*`` environment variables (``GRANIAN_ACCESS_LOG=1``, for example).
+worker processes (default ``default_workers()``, one per CPU this process may run on), each running
+Django on one thread of its own: the service's requests are Python work with short waits on Redis
+and the database, so more threads per process only contend for the GIL, and more processes than
+CPUs only take turns on them (granian warns at start when the workers outnumber the CPUs). A worker
+that dies is started again. Any other granian option goes through its own ``GRANIAN_*`` environment
+variables (``GRANIAN_ACCESS_LOG=1``, for example).
 """
 
 from __future__ import annotations
@@ -19,9 +21,15 @@ from collections.abc import Mapping
 APPLICATION = "project.asgi:application"
 
 
+def default_workers() -> int:
+    """Worker processes when ``WEB_CONCURRENCY`` is unset: the CPUs this process may run on, never
+    more than the machine has (granian's warning)."""
+    return len(os.sched_getaffinity(0))
+
+
 def granian_command(python: str, env: Mapping[str, str], application: str = APPLICATION) -> list[str]:
     """The command line that serves ``application`` on ``HOST``:``PORT`` as ``env`` configures it."""
-    workers = env.get("WEB_CONCURRENCY") or str(2 * len(os.sched_getaffinity(0)))
+    workers = env.get("WEB_CONCURRENCY") or str(default_workers())
     header_timeout_ms = round(1000 * float(env.get("WEB_HEADER_TIMEOUT") or 10))
     return [
         python,

@@ -43,7 +43,6 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
-    "drf_spectacular",
     "drf_spectacular_sidecar",
     "activity",
 ]
@@ -102,9 +101,25 @@ STORAGES = {
 }
 
 # --- Redis and Celery -------------------------------------------------------------------------
-# REDIS_URL is set only from the environment (with the other settings of the app, below): without it
-# the app uses its development default and `manage.py check --deploy` says so (activity.E003).
-_redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# REDIS_URL is set from the environment (with the other settings of the app, below): without it the
+# app uses its development default and `manage.py check --deploy` says so (activity.E003). The one
+# exception: while `make run` serves with a private redis-server it started (nothing answered at
+# REDIS_URL), it keeps that server's URL in this file, which it removes when it stops, so commands
+# run in a second terminal without REDIS_URL (createsuperuser, activity_demo) use that server too.
+MAKE_RUN_REDIS_URL_FILE = BASE_DIR / "var" / "redis.url"
+
+
+def _make_run_redis_url() -> str | None:
+    try:
+        return MAKE_RUN_REDIS_URL_FILE.read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+_started_by_make_run = None if "REDIS_URL" in os.environ else _make_run_redis_url()
+if _started_by_make_run:
+    REDIS_URL = _started_by_make_run
+_redis_url = os.environ.get("REDIS_URL") or _started_by_make_run or "redis://127.0.0.1:6379/0"
 
 
 def _beside(url: str) -> str:
@@ -154,14 +169,21 @@ for _setting in SETTINGS:
     if _setting.name in os.environ:
         globals()[_setting.name] = os.environ[_setting.name]
 
+# One handler, the root's; the loggers below only set levels and propagate to it. A Celery worker
+# replaces the root's handlers with its own (worker_hijack_root_logger), so each line is written
+# once there too, in Celery's format: a handler of a logger's own would write it a second time.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
-        "activity": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+        "activity": {"level": os.environ.get("LOG_LEVEL", "INFO")},
+        # Django's own handlers (a console when DEBUG is on, mail to ADMINS when off) give way to
+        # the root's, which would repeat the console's lines.
+        "django": {"level": "INFO"},
         # 5xx answers of the site's other pages (the admin), with the traceback of an uncaught
-        # exception: Django's default sends them only to ADMINS by mail when DEBUG is off.
-        "django.request": {"handlers": ["console"], "level": "ERROR"},
+        # exception, and not the 4xx warnings.
+        "django.request": {"level": "ERROR"},
     },
 }

@@ -62,8 +62,9 @@ class Proc:
         self.kill()  # whether the test passed or not: no process outlives its test
 
 
-def worker(name: str, tmp_path: Path, **env: str) -> Proc:
-    queue = settings.CELERY_TASK_DEFAULT_QUEUE
+def worker(name: str, tmp_path: Path, queue: str | None = None, **env: str) -> Proc:
+    """A worker taking tasks from ``queue`` (by default the run's own queue)."""
+    queue = queue or settings.CELERY_TASK_DEFAULT_QUEUE
     args = ["worker", "--pool=prefork", "-c", "1", "-Q", queue, "-n", f"{name}@%h", "-l", "info", "--without-gossip"]
     return Proc(name, [*args, "--without-mingle", "--without-heartbeat"], tmp_path, **env)
 

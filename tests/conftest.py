@@ -4,22 +4,28 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+import redis
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
-from django.test.client import RequestFactory
-from rest_framework.test import APIClient
+from django.test import override_settings
 
 from activity import clock, conf, permissions
+from activity.errors import StoreUnavailable
 from activity.services import ingest, rate_limits, tracking
 from activity.services.tracking import fail_open
 from activity.store.client import get_client
 from activity.web.api.authentication import tokens
+from project.redis_server import PrivateRedis
+from tests.clients import APIClient, Client
 
 
 def delete_own_keys(client) -> None:
@@ -39,25 +45,23 @@ def redis_client():
 
 def _forget_process_state() -> None:
     fail_open.reset()
-    ingest._days_written.clear()
-    rate_limits._unsent.clear()
-    rate_limits._total.clear()
+    ingest.forget()
+    rate_limits.forget()
     tokens.clear()
 
 
-# What a desktop browser sends; test clients send it unless a test gives its own (or a blank one),
-# so requests are people's as on a real site, not bots for lack of a user agent (docs/privacy.md).
-BROWSER_AGENT = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
+@pytest.fixture
+def client() -> Client:
+    """pytest-django's ``client``, as a browser (``tests.clients``)."""
+    return Client()
 
 
-@pytest.fixture(autouse=True)
-def _browser_user_agent(monkeypatch):
-    environ = RequestFactory._base_environ
-    monkeypatch.setattr(
-        RequestFactory,
-        "_base_environ",
-        lambda self, **request: {"HTTP_USER_AGENT": BROWSER_AGENT, **environ(self, **request)},
-    )
+@pytest.fixture
+def admin_client(db, admin_user) -> Client:
+    """pytest-django's ``admin_client``, as a browser (``tests.clients``)."""
+    browser = Client()
+    browser.force_login(admin_user)
+    return browser
 
 
 def local_midnight(zone: str, day: date) -> float:
@@ -86,11 +90,28 @@ def mid_minute(monkeypatch) -> float:
     return moment
 
 
+class RequestByRequest:
+    """The suite's tracking backend in place of the process's batches: a request sends its activity
+    and throttle counts before answering, so a test reads what its requests wrote. A send Redis
+    refuses pauses tracking, as a refused batch does. The batches (production's backend) have their
+    own tests (test_track_batches, test_request_path's ``batched``)."""
+
+    def add(self, entry: tracking.Entry) -> None:
+        try:
+            tracking.send([entry])
+        except StoreUnavailable as error:
+            fail_open.failed(error)
+
+    def flush(self) -> None:
+        """Nothing ever waits."""
+
+    def waiting(self) -> int:
+        return 0
+
+
 @pytest.fixture(autouse=True)
 def _tracked_request_by_request(monkeypatch):
-    """A request sends its activity and throttle counts before answering, so a test reads what its
-    requests wrote; the batches (production's way) have their own tests (test_track_batches)."""
-    monkeypatch.setattr(tracking, "BATCH_MS", 0)
+    monkeypatch.setattr(tracking, "batches", RequestByRequest())
 
 
 @pytest.fixture(autouse=True)
@@ -100,7 +121,50 @@ def _clean_state(redis_client):
     _forget_process_state()
 
 
-APP_PERMISSIONS = (permissions.VIEW, permissions.EXPORT, permissions.ERASE, permissions.INGEST, permissions.RUN_JOBS)
+class StallingRedis:
+    """A throwaway redis-server that the service is pointed at and a test can stall."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @contextmanager
+    def stalled(self, seconds: float) -> Iterator[None]:
+        """DEBUG SLEEP from a second connection, under way when the block starts: the server answers
+        nobody for ``seconds``, then runs what it received meanwhile, the requests of a client that
+        gave up on their reply included. The block's exit waits for the server to wake."""
+        sleeper = threading.Thread(
+            target=lambda: redis.Redis.from_url(self.url).execute_command("DEBUG", "SLEEP", seconds)
+        )
+        sleeper.start()
+        time.sleep(0.1)  # the DEBUG SLEEP reaches the server before the block's first request
+        try:
+            yield
+        finally:
+            sleeper.join()
+
+
+@pytest.fixture(scope="session")
+def _debug_redis() -> Iterator[PrivateRedis]:
+    server = PrivateRedis(args=["--enable-debug-command", "yes"]).start()  # the run's own server refuses DEBUG
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def stalling_redis(_debug_redis) -> Iterator[StallingRedis]:
+    """The service pointed at a standalone server of the run's own, emptied first, that the test can stall."""
+    redis.Redis.from_url(_debug_redis.url).flushall()  # all of it is these tests' own data
+    with override_settings(REDIS_URL=_debug_redis.url, ACTIVITY_REDIS_CLUSTER=False):
+        yield StallingRedis(_debug_redis.url)
+
+
+APP_PERMISSIONS = (
+    permissions.VIEW_ACTIVITY,
+    permissions.EXPORT_ACTIVITY,
+    permissions.ERASE_ACTIVITY,
+    permissions.INGEST_EVENTS,
+    permissions.RUN_JOBS,
+)
 
 
 def with_permissions(user, *names: str):
@@ -151,7 +215,7 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def chromium() -> Iterator[object]:
     """Debian's chromium driven by Playwright. Without it the test is skipped with the install command,
     unless ``ACTIVITY_REQUIRE_BROWSER`` is set (``.ci/run`` sets it after installing chromium): then it
     fails."""
@@ -166,6 +230,6 @@ def browser() -> Iterator[object]:
     # blocking calls all the same, so Django's async-safety guard is told so.
     with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
         patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()

@@ -1,56 +1,47 @@
-"""Counting what reaches Redis: server-side command calls and read events, client-side sends."""
+"""Counting what reaches Redis: server-side command calls and read events, and the round trips the
+service counts itself (``activity_redis_round_trips``: every command of its store's client, a
+pipeline once however many nodes it reaches)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import redis
+from prometheus_client import REGISTRY
 from redis.cluster import RedisCluster
-from redis.connection import AbstractConnection
 
-from activity.store.client import ClusterPipeline
 from tests.redis_counts import command_calls
+
+
+def round_trips() -> float:
+    """The round trips this process's store client has made so far (the service's own counter)."""
+    return REGISTRY.get_sample_value("activity_redis_round_trips_total")
+
+
+class RoundTrips:
+    """``with RoundTrips() as sent: ...``: ``sent.count`` is the round trips made in the block (inside
+    it, so far)."""
+
+    def __enter__(self) -> RoundTrips:
+        self.start, self.end = round_trips(), None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end = round_trips()
+
+    @property
+    def count(self) -> int:
+        return int((round_trips() if self.end is None else self.end) - self.start)
 
 
 @dataclass
 class Probe:
     commands: Counter = field(default_factory=Counter)  # INFO commandstats delta (INFO left out)
     server_reads: int = 0  # INFO stats total_reads_processed delta, minus the probe's own INFO
-    client_sends: int = 0  # network writes by any redis-py connection of this process
-
-
-@contextmanager
-def counting_sends(count: Callable[[], None]) -> Iterator[None]:
-    """Call ``count`` for every request this process sends to Redis: each network write, except
-    that a cluster pipeline's writes to its nodes (all sent before any reply is read) count once,
-    as the one round trip they cost."""
-    send, wave = AbstractConnection.send_packed_command, ClusterPipeline._send
-    in_wave = False
-
-    def counting_send(self, command, check_health=True):
-        if not in_wave:
-            count()
-        return send(self, command, check_health)
-
-    def counting_wave(self, *args, **kwargs):
-        nonlocal in_wave
-        count()
-        in_wave = True
-        try:
-            return wave(self, *args, **kwargs)
-        finally:
-            in_wave = False
-
-    AbstractConnection.send_packed_command = counting_send
-    ClusterPipeline._send = counting_wave
-    try:
-        yield
-    finally:
-        AbstractConnection.send_packed_command = send
-        ClusterPipeline._send = wave
+    client_sends: int = 0  # round trips the store's client made (RoundTrips)
 
 
 def _reads(client: redis.Redis | RedisCluster) -> list[int]:
@@ -65,20 +56,17 @@ def _reads(client: redis.Redis | RedisCluster) -> list[int]:
 def probe(client: redis.Redis | RedisCluster) -> Iterator[Probe]:
     """Measure what the block sends. Needs a server no one else uses (the run's private Redis).
 
-    A pipeline is one send and, for a request-sized pipeline, one read event on the server: the
-    two together show the round trips a block costs, whatever commands travel in them. On a
+    A pipeline is one round trip and, for a request-sized pipeline, one read event on the server:
+    the two together show the round trips a block costs, whatever commands travel in them. On a
     cluster ``server_reads`` is the most any one primary processed (a pipeline reads once on each
     node it reaches).
     """
     result = Probe()
-
-    def count() -> None:
-        result.client_sends += 1
-
     before_calls = command_calls(client)
     before_reads = _reads(client)
-    with counting_sends(count):
+    with RoundTrips() as sent:
         yield result
+    result.client_sends = sent.count
     after_reads = _reads(client)
     after_calls = command_calls(client)
     # The second INFO stats counts its own read.

@@ -16,7 +16,6 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.contrib.messages import get_messages
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
@@ -26,6 +25,7 @@ from activity.events import Event
 from activity.models import DailyRollup, UserActivity
 from activity.services import flush, groups, ingest, last_seen, reports, sessions
 from tests.celery_procs import wait_for, worker
+from tests.clients import Client
 from tests.redis_counts import CommandDelta
 from tests.redis_probe import probe
 
@@ -39,7 +39,7 @@ STATS_FIGURES = ("online", "active.day", "active.week", "active.month", "new_vis
 
 
 @pytest.fixture
-def at(monkeypatch):
+def noon(monkeypatch):
     monkeypatch.setattr(clock, "now", lambda: NOON)
     return NOON
 
@@ -137,7 +137,7 @@ def test_actions_only_accept_post(admin_client, redis_client):
 
 
 @pytest.mark.django_db
-def test_dashboard_and_panel_show_the_stats_api_figures(at, admin_client):
+def test_dashboard_and_panel_show_the_stats_api_figures(noon, admin_client):
     record_traffic(40, NOON)
     admin_client.get(reverse("activity:stats"))  # the admin's own first request counts them in too
     page = admin_client.get(DASHBOARD)
@@ -155,7 +155,7 @@ def test_dashboard_and_panel_show_the_stats_api_figures(at, admin_client):
 
 
 @pytest.mark.django_db
-def test_dashboard_shows_rollups_today_live_top_pages_report_and_flush(at, admin_client):
+def test_dashboard_shows_rollups_today_live_top_pages_report_and_flush(noon, admin_client):
     today = date(2026, 11, 25)
     DailyRollup.objects.create(day=today - timedelta(days=1), active_users=17, page_views=230)
     DailyRollup.objects.create(day=today - timedelta(days=29), active_users=5, page_views=9)
@@ -180,7 +180,7 @@ def test_dashboard_shows_rollups_today_live_top_pages_report_and_flush(at, admin
 
 
 @pytest.mark.django_db
-def test_dashboard_cost_does_not_grow_with_users(at, admin_client, redis_client):
+def test_dashboard_cost_does_not_grow_with_users(noon, admin_client, redis_client):
     def cost() -> tuple[int, int]:
         admin_client.get(DASHBOARD)  # warm: the report's copy and the week/month unions exist
         with probe(redis_client) as seen, CaptureQueriesContext(connection) as queries:
@@ -207,7 +207,7 @@ def heatmap_cells(html: str) -> dict[tuple[str, int], str]:
 
 
 @pytest.mark.django_db
-def test_dashboard_heatmap_shows_the_retention_api_table_and_its_group_picker(at, admin_client):
+def test_dashboard_heatmap_shows_the_retention_api_table_and_its_group_picker(noon, admin_client):
     crew = Group.objects.create(name="crew")
     User = get_user_model()
     User.objects.bulk_create(User(pk=pk, username=f"c{pk}") for pk in (3001, 3002))
@@ -256,7 +256,7 @@ def top_groups(html: str) -> list[tuple[str, str, str, str]]:
 
 
 @pytest.mark.django_db
-def test_dashboard_shows_the_top_groups_by_members_active_today_as_the_api_counts_them(at, admin_client):
+def test_dashboard_shows_the_top_groups_by_members_active_today_as_the_api_counts_them(noon, admin_client):
     made = make_groups(14, active_users=9, ts=NOON)
     yesterday = NOON - 86400
     ingest.record_events([Event(user=str(2000 + n), ts=yesterday) for n in range(9, 16)])  # this week only
@@ -275,7 +275,7 @@ def test_dashboard_shows_the_top_groups_by_members_active_today_as_the_api_count
 
 
 @pytest.mark.django_db
-def test_top_groups_cost_is_bounded_whatever_the_number_of_groups(at, admin_client, redis_client, monkeypatch):
+def test_top_groups_cost_is_bounded_whatever_the_number_of_groups(noon, admin_client, redis_client, monkeypatch):
     monkeypatch.setattr(groups, "TOP_SCAN", 20)
 
     def cost() -> tuple[int, int, int]:
@@ -326,7 +326,7 @@ def make_rows(count: int, start: int = 1) -> None:
 
 
 @pytest.mark.django_db
-def test_changelist_queries_and_redis_round_trips_do_not_grow_with_rows(at, admin_client, redis_client):
+def test_changelist_queries_and_redis_round_trips_do_not_grow_with_rows(noon, admin_client, redis_client):
     url = reverse("admin:activity_useractivity_changelist")
 
     def cost() -> tuple[int, int]:
@@ -344,7 +344,7 @@ def test_changelist_queries_and_redis_round_trips_do_not_grow_with_rows(at, admi
 
 
 @pytest.mark.django_db
-def test_changelist_bounded_queries_whatever_the_filter(at, admin_client, django_assert_max_num_queries):
+def test_changelist_bounded_queries_whatever_the_filter(noon, admin_client, django_assert_max_num_queries):
     make_rows(250)
     for query in ("", "?seen=online", "?seen=today", "?seen=week", "?seen=dormant", "?q=user7", "?o=-3"):
         with django_assert_max_num_queries(6):
@@ -357,7 +357,7 @@ def shown_users(admin_client, query: str) -> list[str]:
 
 
 @pytest.mark.django_db
-def test_changelist_filters_search_and_sorting(at, admin_client):
+def test_changelist_filters_search_and_sorting(noon, admin_client):
     now = datetime.fromtimestamp(NOON, UTC)
     ages = {"a": timedelta(seconds=30), "b": timedelta(hours=3), "c": timedelta(days=2), "d": timedelta(days=31)}
     for user, age in ages.items():
@@ -373,7 +373,7 @@ def test_changelist_filters_search_and_sorting(at, admin_client):
 
 
 @pytest.mark.django_db
-def test_search_finds_the_django_username(at, admin_client):
+def test_search_finds_the_django_username(noon, admin_client):
     make_rows(3)
     account = get_user_model().objects.get(username="user2")
     assert shown_users(admin_client, "?q=user2") == [str(account.pk)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,11 +24,8 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from activity import clock
 from activity.checks import redis_database
-from activity.events import Event
 from activity.schedule import beat_schedule
-from activity.services import ingest, last_seen
 from activity.web.middleware import ActivityMiddleware
 from project.redis_server import PrivateCluster, PrivateRedis, free_port
 from tests.conftest import delete_own_keys
@@ -80,7 +78,7 @@ def test_the_example_project_passes_every_check():
         ("ACTIVITY_ONLINE_WINDOW", "soon", "invalid literal"),
         ("ACTIVITY_SESSION_MAX_PAGES", 0, "at least 1"),
         ("ACTIVITY_REDIS_TIMEOUT", "-1", "at least 0.001"),
-        ("ACTIVITY_LAST_SEEN_PARTITIONS", "1.5", "invalid literal"),
+        ("ACTIVITY_SESSION_WINDOW", "1.5", "invalid literal"),
         ("ACTIVITY_THROTTLE_RATES", {"anon": "many"}, "not a rate such as '120/min'"),
         ("ACTIVITY_THROTTLE_RATES", '{"anon": "1/min",}', "Expecting property name"),
     ],
@@ -133,22 +131,8 @@ def test_the_middleware_must_be_there_and_after_authentication(middleware, expec
 def test_redis_url_unset_fails_the_deploy_check_only():
     with override_settings():
         del settings.REDIS_URL
-        assert "activity.E003" in found(deploy=True)
+        assert set(found(deploy=True)) == {"activity.E003"}  # no Redis read: the default is not the one to judge
         assert "activity.E003" not in found(deploy=False)  # development uses the default
-
-
-def test_partition_setting_and_redis_layout_must_agree(redis_client):
-    assert "activity.E005" not in found(deploy=True)  # nothing stored: nothing to disagree with
-    ingest.record_events([Event("u1", clock.now())])  # unpartitioned last seen (the setting is 1)
-    assert "activity.E005" not in found(deploy=True)
-    with override_settings(ACTIVITY_LAST_SEEN_PARTITIONS=4):
-        assert "unpartitioned last seen remains" in found(deploy=True)["activity.E005"].msg
-        last_seen.migrate()
-        assert "activity.E005" not in found(deploy=True)
-        assert "activity.E005" not in found(deploy=False)  # reads Redis: a deploy check only
-    assert "is partitioned in Redis" in found(deploy=True)["activity.E005"].msg
-    with override_settings(ACTIVITY_LAST_SEEN_PARTITIONS=2):
-        assert "partitions past the setting's 2" in found(deploy=True)["activity.E005"].msg
 
 
 def test_a_beat_schedule_without_the_flush_is_warned(monkeypatch):
@@ -179,20 +163,25 @@ PRODUCTION = {
 }
 
 
-def check_deploy(env: dict[str, str], without: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    """``manage.py check --deploy`` on the example project, in the environment given (nothing of the
-    production variables leaks in from the test's own), failing on warnings too."""
+def manage_check(*options: str, env: dict[str, str], without: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """``manage.py check`` with ``options`` on the example project, in the environment given (nothing
+    of the production variables leaks in from the test's own)."""
     dropped = {*PRODUCTION, "SECRET_KEY", *without}
     environment = {k: v for k, v in os.environ.items() if k not in dropped}
     environment.update(DJANGO_SETTINGS_MODULE="project.settings", **env)
     return subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        [sys.executable, "manage.py", "check", *options],
         cwd=ROOT,
         env=environment,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def check_deploy(env: dict[str, str], without: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """``manage.py check --deploy``, failing on warnings too."""
+    return manage_check("--deploy", "--fail-level", "WARNING", env=env, without=without)
 
 
 def test_check_deploy_is_clean_on_the_example_project_with_production_settings(persistent):
@@ -211,73 +200,91 @@ def test_check_deploy_is_clean_on_the_example_project_with_production_settings(p
     assert "security.W004" in development.stderr and "security.W009" in development.stderr
 
 
+def test_plain_check_sends_nothing_to_redis_and_check_deploy_reports_it():
+    """The checks that read Redis are deploy checks. ``manage.py check`` runs the checks every command
+    runs first (``migrate``, ``createsuperuser``): it passes, warnings failing it too, and opens no
+    connection to a REDIS_URL that would take one; with that port closed, ``check --deploy`` says
+    nothing answers there."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # takes connections, answers nothing
+        url = f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
+        plain = manage_check("--fail-level", "WARNING", env={"REDIS_URL": url})
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # a connection the check opened would be waiting here, closed or not
+    assert plain.returncode == 0, plain.stderr
+    assert "no issues" in plain.stdout
+    deploy = manage_check("--deploy", "--tag", "activity", env={"REDIS_URL": url})
+    assert deploy.returncode == 0, deploy.stderr  # a warning: the site still starts
+    assert "activity.W003" in deploy.stderr and url in deploy.stderr
+
+
 def test_redis_not_answering_is_said_plainly_without_the_password():
-    assert "activity.W003" not in found()
+    assert "activity.W003" not in found(deploy=True)
     port = free_port()
     with override_settings(REDIS_URL=f"redis://:s3cret@127.0.0.1:{port}/0"):
-        message = found()["activity.W003"]
-        assert set(found()) == {"activity.W003"}  # the checks that read Redis say nothing more
-    assert message.level == checks.WARNING  # migrate and runserver still run
+        message = found(deploy=True)["activity.W003"]
+        assert set(found(deploy=True)) == {"activity.W003"}  # the checks that read Redis say nothing more
+    assert message.level == checks.WARNING  # the site still starts
     assert f"redis://:***@127.0.0.1:{port}/0" in message.msg and "s3cret" not in message.msg
     assert "503" in message.msg
 
 
 def test_a_setting_redis_needs_being_wrong_is_reported_once():
     with override_settings(ACTIVITY_REDIS_TIMEOUT="soon"):
-        assert set(found()) == {"activity.E006"}
+        assert set(found(deploy=True)) == {"activity.E006"}
 
 
 def test_an_eviction_policy_that_evicts_keys_without_a_ttl_is_an_error():
     # Only the policy is wrong: the AOF is on.
     with PrivateRedis(args=["--maxmemory-policy", "allkeys-lru", "--appendonly", "yes"]) as server, on(server):
-        message = found()["activity.E007"]
-        assert set(found()) == {"activity.E007"} and message.level == checks.ERROR
+        message = found(deploy=True)["activity.E007"]
+        assert set(found(deploy=True)) == {"activity.E007"} and message.level == checks.ERROR
         assert "allkeys-lru" in message.msg and "first-visit" in message.msg and "noeviction" in message.hint
         with redis.Redis.from_url(server.url) as raw:
             for policy in ("allkeys-lfu", "allkeys-random"):
                 raw.config_set("maxmemory-policy", policy)
-                assert policy in found()["activity.E007"].msg
+                assert policy in found(deploy=True)["activity.E007"].msg
             for policy in ("noeviction", "volatile-lru", "volatile-ttl"):  # only keys with a TTL, or none
                 raw.config_set("maxmemory-policy", policy)
-                assert found() == {}
+                assert found(deploy=True) == {}
 
 
 def test_a_redis_that_keeps_nothing_on_disk_is_warned(persistent):
     with PrivateRedis() as server, on(server):  # the throwaway kind: --save "" --appendonly no
-        message = found()["activity.W004"]
-        assert set(found()) == {"activity.W004"} and message.level == checks.WARNING
+        message = found(deploy=True)["activity.W004"]
+        assert set(found(deploy=True)) == {"activity.W004"} and message.level == checks.WARNING
         assert server.url in message.msg and "appendonly yes" in message.hint and "SILENCED" in message.hint
         with redis.Redis.from_url(server.url) as raw:
             raw.config_set("save", "3600 1")  # RDB alone will do
-            assert found() == {}
+            assert found(deploy=True) == {}
     with redis.Redis.from_url(persistent.url) as raw:
         assert raw.config_get("save") == {"save": ""}  # and the AOF alone (the autouse server)
-    assert found() == {}
+    assert found(deploy=True) == {}
 
 
 def test_the_redis_checks_can_be_silenced_the_django_way():
     with PrivateRedis(args=["--maxmemory-policy", "allkeys-random"]) as server, on(server):
         with pytest.raises(SystemCheckError, match=r"activity\.E007"):
-            call_command("check", "--tag", "activity")
+            call_command("check", "--deploy", "--tag", "activity")
         with override_settings(SILENCED_SYSTEM_CHECKS=["activity.E007"]):
-            call_command("check", "--tag", "activity")
+            call_command("check", "--deploy", "--tag", "activity")
             with pytest.raises(SystemCheckError, match=r"activity\.W004"):
-                call_command("check", "--tag", "activity", "--fail-level", "WARNING")
+                call_command("check", "--deploy", "--tag", "activity", "--fail-level", "WARNING")
         with override_settings(SILENCED_SYSTEM_CHECKS=["activity.E007", "activity.W004"]):
-            call_command("check", "--tag", "activity", "--fail-level", "WARNING")
+            call_command("check", "--deploy", "--tag", "activity", "--fail-level", "WARNING")
 
 
 def test_config_refused_is_an_info_never_a_crash(persistent):
     with PrivateRedis(args=["--rename-command", "CONFIG", ""]) as server, on(server):  # managed Redis's way
-        message = found()["activity.I001"]
-        assert set(found()) == {"activity.I001"} and message.level == checks.INFO
+        message = found(deploy=True)["activity.I001"]
+        assert set(found(deploy=True)) == {"activity.I001"} and message.level == checks.INFO
         assert "activity.E007" in message.msg and "noeviction" in message.hint
     with redis.Redis.from_url(persistent.url) as raw:  # an ACL without CONFIG
         raw.acl_setuser(
             "no-config", enabled=True, passwords=["+pw"], keys="*", channels="*", commands=["+@all", "-config"]
         )
     with override_settings(REDIS_URL=persistent.url.replace("//", "//no-config:pw@")):
-        assert set(found()) == {"activity.I001"}
+        assert set(found(deploy=True)) == {"activity.I001"}
 
 
 def test_the_redis_checks_read_one_node_of_a_cluster():
@@ -285,7 +292,7 @@ def test_the_redis_checks_read_one_node_of_a_cluster():
     for node in cluster.nodes:
         node.args += ["--maxmemory-policy", "allkeys-lru"]
     with cluster, on(cluster, cluster=True):
-        assert set(found()) == {"activity.E007", "activity.W004"}
+        assert set(found(deploy=True)) == {"activity.E007", "activity.W004"}
 
 
 @pytest.mark.parametrize(
@@ -342,7 +349,7 @@ def test_a_sentinel_url_cannot_be_a_cluster():
 def test_sentinels_not_answering_are_said_plainly_without_the_password():
     url = f"redis+sentinel://:s3cret@127.0.0.1:{free_port()},127.0.0.1:{free_port()}/svc/0"
     with override_settings(REDIS_URL=url, ACTIVITY_REDIS_CLUSTER=False):  # off on the cluster pass too
-        message = found()["activity.W003"]
+        message = found(deploy=True)["activity.W003"]
     assert "No master found for 'svc'" in message.msg and "s3cret" not in message.msg
 
 

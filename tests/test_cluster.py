@@ -9,7 +9,6 @@ import time
 
 import pytest
 import redis
-from django.test import Client
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
@@ -22,6 +21,7 @@ from activity.services.tracking import fail_open
 from activity.store import keys
 from activity.store import last_seen as last_seen_store
 from activity.store.client import get_client, is_cluster, unavailable_reason
+from tests.clients import Client
 from tests.redis_counts import CommandDelta
 
 
@@ -37,7 +37,7 @@ def nodes_of(client, *names: str) -> set[str]:
 
 
 def test_a_script_or_transaction_spanning_slots_fails_loudly(cluster, redis_client):
-    crossing = [keys.last_seen(), keys.session("42"), keys.tombstones("ls")]  # {ls} and {pv}: two slots
+    crossing = [keys.last_seen(0), keys.session("42"), keys.tombstones("ls:0")]  # {ls:0} and {pv}: two slots
     with pytest.raises(RedisClusterException, match="same key slot"):
         last_seen_store.ZADD_UNLESS_SMALLER(redis_client, crossing, ["1", "5", "a"])
     multi = redis_client.pipeline(transaction=True)
@@ -45,16 +45,16 @@ def test_a_script_or_transaction_spanning_slots_fails_loudly(cluster, redis_clie
     multi.incr(keys.health())
     with pytest.raises(RedisClusterException, match="same slot"):
         multi.execute()
-    assert redis_client.exists(keys.last_seen(), keys.session("42"), keys.page_views("20261123")) == 0
+    assert redis_client.exists(keys.last_seen(0), keys.session("42"), keys.page_views("20261123")) == 0
 
 
 def test_scripts_recover_from_noscript_on_every_node(cluster, redis_client):
-    partitions = [keys.last_seen_partition(i) for i in range(16)]
+    partitions = [keys.last_seen(i) for i in range(16)]
     assert len(nodes_of(redis_client, *partitions)) == len(cluster.nodes)  # all three primaries
     redis_client.script_flush()  # every primary forgets every script
     pipe = redis_client.pipeline(transaction=False)
     for i, key in enumerate(partitions):
-        script_keys = [key, keys.last_seen_dirty_partition(i), keys.tombstones(f"ls:{i}")]
+        script_keys = [key, keys.last_seen_dirty(i), keys.tombstones(f"ls:{i}")]
         pipe.script(last_seen_store.ZADD_UNLESS_SMALLER, script_keys, ["1", "7", "u"])
     with CommandDelta(redis_client) as delta:
         assert pipe.execute() == [1] * 16
@@ -88,7 +88,7 @@ def dump(cluster, node_names: set[str]) -> dict[str, bytes]:
 def test_a_primary_killed_pages_served_api_503_nothing_half_written_then_back(cluster, redis_client, staff, staff_api):
     events = {"events": [{"user": "alice", "path": "/pricing"}, {"user": "bob", "path": "/docs"}]}
     assert staff_api.post("/api/v1/events/", events, format="json").status_code == 202
-    owner = redis_client.get_node_from_key(keys.last_seen())
+    owner = redis_client.get_node_from_key(last_seen_store.partition_of("alice").seen)
     victim = next(node for node in cluster.nodes if node.port == owner.port)
     others = {f"127.0.0.1:{node.port}" for node in cluster.nodes} - {owner.name}
     browser = Client()
@@ -101,7 +101,7 @@ def test_a_primary_killed_pages_served_api_503_nothing_half_written_then_back(cl
         assert answer.status_code == 503 and answer["Retry-After"]
         assert staff_api.get("/api/v1/users/alice/last-seen/").status_code == 503
         with pytest.raises(StoreUnavailable):
-            ingest.record_events([Event(user="carol", ts=1.0, path="/x")])
+            ingest.record_events([Event(user="alice", ts=1.0, path="/x")])
         fail_open.reset()
         assert browser.get("/api/v1/schema/").status_code == 200  # pages are served (fail open)
         assert fail_open.failures == 1
@@ -168,14 +168,14 @@ def test_a_slot_not_served_is_clusterdown_503_then_back(cluster, redis_client, s
     API 503; serving the slot again brings it back."""
     events = {"events": [{"user": "alice", "path": "/pricing"}]}
     assert staff_api.post("/api/v1/events/", events, format="json").status_code == 202
-    owner, slot = owner_of(cluster, redis_client, keys.last_seen())
+    owner, slot = owner_of(cluster, redis_client, last_seen_store.partition_of("alice").seen)
     assert owner.cluster("DELSLOTS", slot)
     try:
         with pytest.raises(redis.RedisError) as refused:
-            owner.get(keys.last_seen())
+            owner.get(last_seen_store.partition_of("alice").seen)
         assert unavailable_reason(refused.value) == "CLUSTERDOWN", refused.value
         with pytest.raises(StoreUnavailable) as raised:
-            ingest.record_events([Event(user="carol", ts=1.0, path="/x")])
+            ingest.record_events([Event(user="alice", ts=1.0, path="/x")])
         assert raised.value.reason == "CLUSTERDOWN"
         answer = staff_api.post("/api/v1/events/", events, format="json")
         assert answer.status_code == 503 and answer["Retry-After"]
@@ -191,7 +191,7 @@ def test_a_slot_being_migrated_is_tryagain_503_nothing_written(cluster, redis_cl
     already gone, answers TRYAGAIN: the store raises StoreUnavailable, the API answers 503."""
     events = {"events": [{"user": "alice", "path": "/pricing"}]}
     assert staff_api.post("/api/v1/events/", events, format="json").status_code == 202
-    owner, slot = owner_of(cluster, redis_client, keys.last_seen())
+    owner, slot = owner_of(cluster, redis_client, last_seen_store.partition_of("alice").seen)
     target = next(node for node in cluster.nodes if node.port != owner.connection_pool.connection_kwargs["port"])
     target_client = redis.Redis(port=target.port)
     owner_id, target_id = owner.cluster("MYID"), target_client.cluster("MYID")
@@ -199,7 +199,7 @@ def test_a_slot_being_migrated_is_tryagain_503_nothing_written(cluster, redis_cl
     assert owner.cluster("SETSLOT", slot, "MIGRATING", target_id)
     try:
         with pytest.raises(StoreUnavailable) as raised:
-            ingest.record_events([Event(user="carol", ts=1.0, path="/x")])
+            ingest.record_events([Event(user="alice", ts=1.0, path="/x")])
         assert raised.value.reason == "TRYAGAIN", repr(raised.value.__cause__)
         answer = staff_api.post("/api/v1/events/", events, format="json")
         assert answer.status_code == 503 and answer["Retry-After"]

@@ -34,8 +34,10 @@ from activity.models import DailyRollup, UserActivity
 from activity.services import flush, ingest, last_seen, locks
 from activity.store import keys
 from activity.store.flush import FlushQueue
+from activity.store.last_seen import by_partition
 from project.redis_server import free_port
 from tests.celery_procs import worker_database_url
+from tests.last_seen_state import per_partition, stored
 from tests.redis_counts import CommandDelta
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,15 +104,17 @@ def test_backfill_seeds_last_seen_and_never_moves_a_newer_one_back(redis_client)
 
 @pytest.mark.django_db
 def test_backfill_costs_bounded_queries_and_round_trips_per_batch(redis_client, django_assert_num_queries):
-    make_users(25, clock.now() - 60)
+    users = [str(user.pk) for user in make_users(25, clock.now() - 60)]
     run("activity_backfill")  # loads the scripts, so what follows is the steady state
     # A count; per batch the users and their activity rows; the empty end; the activity rows' pass;
     # then the groups' membership bitmaps (no group: one query).
     with django_assert_num_queries(10), CommandDelta(redis_client) as delta:
         run("activity_backfill", "--batch-size", "10")
-    # Per batch one pipeline of two scripts, "ZADD unless smaller" and the users' group indexes, then
-    # the first days: one BITFIELD read, and one first_active call per day (here one).
-    assert delta.calls["evalsha"] == 9
+    # Per batch one pipeline of "ZADD unless smaller" (one a last-seen partition the batch touches)
+    # and the users' group indexes, then the first days: one call assigning dense ids, one BITFIELD
+    # read, and one first_active call per day (here one).
+    batches = [users[start : start + 10] for start in range(0, 25, 10)]
+    assert delta.calls["evalsha"] == sum(len(by_partition(batch)) + 1 for batch in batches) + 6
     assert not {"scan", "keys", "sort", "zrange"} & set(delta.calls)
 
 
@@ -120,7 +124,7 @@ def test_backfill_refuses_a_bad_batch_size_and_writes_nothing(redis_client):
     for size in ("0", "10001"):
         with pytest.raises(CommandError, match="--batch-size"):
             run("activity_backfill", "--batch-size", size)
-    assert redis_client.zcard(keys.last_seen()) == 0
+    assert stored(redis_client) == {}
 
 
 # The real command in a subprocess, paused once its first batch is written, as it starts reading the
@@ -131,6 +135,7 @@ import django
 django.setup()
 from django.core.management import execute_from_command_line
 from activity.services import backfill
+
 
 written = []
 backfill.batch_seeded.connect(lambda sender, batch, **kwargs: written.append(batch), weak=False)
@@ -197,10 +202,11 @@ def test_an_interrupted_backfill_loses_nothing_and_a_rerun_finishes(redis_client
 
 
 @pytest.mark.django_db
-def test_an_interrupted_flush_hands_its_claims_back_and_a_rerun_writes_everything(redis_client, monkeypatch):
-    monkeypatch.setattr(flush, "BATCH", 10)
+def test_an_interrupted_flush_hands_its_claims_back_and_a_rerun_writes_everything(redis_client, monkeypatch, settings):
+    settings.ACTIVITY_LAST_SEEN_PARTITIONS = 16
+    monkeypatch.setattr(flush, "BATCH", 16)  # one from each partition
     now = clock.now()
-    latest = {f"u{n}": now - n for n in range(25)}
+    latest = {user: now - n for n, user in enumerate(per_partition(3))}  # 48
     last_seen.seed(latest)
 
     def interrupt(sender, batch, **kwargs):
@@ -215,12 +221,12 @@ def test_an_interrupted_flush_hands_its_claims_back_and_a_rerun_writes_everythin
         flush.batch_claimed.disconnect(dispatch_uid="tests.interrupt_flush")
     assert stopped.value.returncode == 130
     backlog = FlushQueue(redis_client).backlog()
-    assert (backlog.dirty, backlog.claimed) == (15, 0)  # batch 1 written; batch 2 handed back at once
-    assert UserActivity.objects.count() == 10
+    assert (backlog.dirty, backlog.claimed) == (32, 0)  # batch 1 written; batch 2 handed back at once
+    assert UserActivity.objects.count() == 16
     assert redis_client.exists(keys.lock("job:flush")) == 0  # the lock went with the run
 
     assert run("activity_flush").strip() == (
-        "activity_flush: 15 rows written in 2 batches; 0 stale claims handed back; 0 changes waiting."
+        "activity_flush: 32 rows written in 2 batches; 0 stale claims handed back; 0 changes waiting."
     )
     assert {row.user_id: row.last_seen.timestamp() for row in UserActivity.objects.all()} == pytest.approx(latest)
 
@@ -257,12 +263,12 @@ def test_sweep_dry_run_changes_nothing_then_the_sweep_repairs(redis_client):
     redis_client.set(lock, "x")
 
     out = run("activity_sweep", "--dry-run")
-    assert "1 would get a TTL, 1 would be deleted (dry run: nothing changed)" in out
+    assert "1 would get a TTL, 1 would be deleted, 0 legacy first-visit hashes would be merged (dry run" in out
     assert redis_client.pttl(session) == -1 and redis_client.pttl(lock) == -1
 
     out = run("activity_sweep")
     assert out.startswith(
-        "activity_sweep: 2 keys of ours scanned (0 long-lived, left alone); 1 given a TTL, 1 deleted."
+        "activity_sweep: 2 keys of ours scanned (0 long-lived, left alone); 1 given a TTL, 1 deleted, 0 legacy"
     )
     assert 0 < redis_client.ttl(session) <= 60 and not redis_client.exists(lock)
     assert "0 given a TTL, 0 deleted" in run("activity_sweep")

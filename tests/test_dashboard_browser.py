@@ -5,7 +5,7 @@ users, then for a group through the picker), watch the live refresh bring new fi
 then open a user's activity page and find their session. Screenshots go to tests/artifacts/.
 
 Without chromium installed the test is skipped, or fails under ``ACTIVITY_REQUIRE_BROWSER`` (the
-``browser`` fixture of conftest.py).
+``chromium`` fixture of conftest.py).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def assert_heatmap_matches_the_api(page, server: str, query: str) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_staff_sees_live_figures_equal_to_the_stats_api_and_a_users_session(
-    browser, live_server, django_user_model, redis_client, monkeypatch
+    chromium, live_server, django_user_model, redis_client, monkeypatch
 ):
     monkeypatch.setattr(dashboard, "REFRESH_S", 0.5)
     ARTIFACTS.mkdir(exist_ok=True)
@@ -63,7 +63,7 @@ def test_staff_sees_live_figures_equal_to_the_stats_api_and_a_users_session(
     django_user_model.objects.bulk_create(django_user_model(pk=pk, username=f"crew{pk}") for pk in members)
     crew.user_set.add(*members)
     record(range(5001, 5026), lambda n: f"/catalogue/{n % 4}/")
-    context = browser.new_context(viewport={"width": 1400, "height": 1100})
+    context = chromium.new_context(viewport={"width": 1400, "height": 1100})
     page = context.new_page()
     try:
         page.goto(f"{live_server.url}/admin/login/?next=/admin/")

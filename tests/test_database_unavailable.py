@@ -13,12 +13,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection
 from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from activity import clock
 from activity.events import Event
 from activity.models import UserActivity
 from activity.services import flush, ingest
+from tests.clients import APIClient
 from tests.conftest import with_permissions
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the lock holder must see committed rows

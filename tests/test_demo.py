@@ -1,8 +1,11 @@
 """``manage.py activity_demo``: its traffic goes through the service's own write path into the
 real Redis and database, and every figure the dashboard and the API show is there afterwards
 (active users on past days, page views, sessions with next pages, groups with members, bots, API
-calls and tokens); a rerun reuses its users; the same seed makes the same traffic. And the example
-project's front door: ``/`` leads to the dashboard, the admin's "View site" to a page that answers."""
+calls and tokens); a rerun reuses its users; the same seed makes the same traffic. A Redis that
+cannot serve leaves the database as it was; the groups count their active members without a
+backfill; no cached table or report from before the demo is served after it. And the example
+project's front door: ``/`` leads to the dashboard, the admin's "View site" to a page that answers,
+``/favicon.ico`` is an icon that counts as no activity."""
 
 from __future__ import annotations
 
@@ -15,14 +18,16 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from activity import clock, conf
 from activity.admin import figures as dashboard_figures
-from activity.models import DailyRollup, UserActivity
-from activity.services import demo, last_seen, recommendations, sessions
+from activity.models import DailyRollup, RetentionCell, UserActivity
+from activity.services import demo, groups, last_seen, recommendations, sessions
+from project.redis_server import free_port
+from tests.clients import APIClient
 
 NOON = datetime(2026, 11, 25, 12, tzinfo=UTC).timestamp()  # a Wednesday
 TODAY = date(2026, 11, 25)
@@ -31,7 +36,7 @@ BAR_RE = re.compile(r'data-value="(\d*)" data-day="([0-9-]+)"')
 
 
 @pytest.fixture
-def at(monkeypatch) -> float:
+def noon(monkeypatch) -> float:
     """Stop the clock at noon, so a run never straddles midnight."""
     monkeypatch.setattr(clock, "now", lambda: NOON)
     return NOON
@@ -48,10 +53,10 @@ def demo_users():
 
 
 @pytest.mark.django_db
-def test_demo_fills_every_figure_the_dashboard_and_the_api_show(at, staff_api, admin_client):
+def test_demo_fills_every_figure_the_dashboard_and_the_api_show(noon, staff_api, admin_client):
     out = run("--users", "40", "--days", "30", "--seed", "7")
 
-    assert out.startswith("activity_demo: 40 users (40 new), 3 groups, 2 API tokens")
+    assert re.match(r"activity_demo: 40 users \(40 new\), 3 groups \(\d+ memberships in the bitmaps\), 2 API", out)
     assert f"30 days from {TODAY - timedelta(days=29)} (seed 7)" in out
     users = list(demo_users().order_by("pk"))
     assert len(users) == 40 and not any(user.has_usable_password() for user in users)
@@ -118,7 +123,7 @@ def test_demo_fills_every_figure_the_dashboard_and_the_api_show(at, staff_api, a
 
 
 @pytest.mark.django_db
-def test_a_rerun_reuses_the_users_groups_and_tokens(at):
+def test_a_rerun_reuses_the_users_groups_and_tokens(noon):
     run("--users", "12", "--days", "3")
     first = {user.username: user.pk for user in demo_users()}
     members = {name: set(Group.objects.get(name=name).user_set.values_list("pk", flat=True)) for name, _ in demo.GROUPS}
@@ -126,7 +131,7 @@ def test_a_rerun_reuses_the_users_groups_and_tokens(at):
 
     out = run("--users", "12", "--days", "3")
 
-    assert out.startswith("activity_demo: 12 users (0 new), 3 groups, 2 API tokens")
+    assert re.match(r"activity_demo: 12 users \(0 new\), 3 groups \(\d+ memberships in the bitmaps\), 2 API", out)
     assert {user.username: user.pk for user in demo_users()} == first
     assert {
         name: set(Group.objects.get(name=name).user_set.values_list("pk", flat=True)) for name, _ in demo.GROUPS
@@ -150,6 +155,56 @@ def test_sizes_out_of_bounds_are_refused_before_anything_is_written(args, messag
         run(*args)
     assert not demo_users().exists() and not Group.objects.exists()
     assert list(redis_client.scan_iter(match=f"{conf.settings.KEY_PREFIX}*")) == []
+
+
+@pytest.mark.django_db
+def test_a_redis_that_cannot_serve_leaves_the_database_as_it_was(noon):
+    models = (get_user_model(), Group, Token, UserActivity, DailyRollup, RetentionCell)
+    get_user_model().objects.create_user("someone")  # the site's own data, left alone
+    before = {model: list(model.objects.values_list("pk", flat=True)) for model in models}
+    away = override_settings(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
+    with away, pytest.raises(CommandError, match="Redis cannot serve"):
+        run("--users", "12", "--days", "3")
+    assert {model: list(model.objects.values_list("pk", flat=True)) for model in models} == before
+
+
+def active_members(api: APIClient) -> dict[str, int]:
+    """Each demo group's members active this month, as the API answers."""
+    found = {}
+    for name, _ in demo.GROUPS:
+        url = reverse("activity:group-active", kwargs={"group_id": Group.objects.get(name=name).pk})
+        found[name] = api.get(url, {"period": "month"}).json()["active"]
+    return found
+
+
+@pytest.mark.django_db
+def test_groups_count_their_active_members_without_a_backfill(noon, staff_api):
+    """The membership signals set a member's bit only once their transaction commits, which a test's
+    never does: as when Redis was away then, or on a rerun, whose members are in the groups already
+    and send no signal. The demo rebuilds the bitmaps itself, as ``activity_backfill`` would."""
+    run("--users", "30", "--days", "7")
+    counted = active_members(staff_api)
+    groups.rebuild_memberships()  # what activity_backfill does: nothing left for it to correct
+    assert active_members(staff_api) == counted
+    assert counted["Demo customers"] > 0 and all(active <= 30 for active in counted.values())
+
+
+@pytest.mark.django_db
+def test_no_cached_table_or_report_from_before_the_demo_is_served(noon, staff_api):
+    retention = (reverse("activity:retention"), {"period": "day", "cohorts": 3, "periods": 3})
+    report = reverse("activity:report", kwargs={"name": "most-active"})
+    empty = staff_api.get(*retention)
+    assert (empty["X-Cache"], staff_api.get(*retention)["X-Cache"]) == ("miss", "hit")  # a cached copy
+    assert [cohort["size"] for cohort in empty.json()["cohorts"]] == [0, 0, 0]
+    assert staff_api.get(report).json()["count"] == 0
+
+    run("--users", "12", "--days", "3")
+
+    table = staff_api.get(*retention)
+    assert table["X-Cache"] == "miss"  # the copy from before was dropped
+    assert sum(cohort["size"] for cohort in table.json()["cohorts"]) > 0
+    ranked = staff_api.get(report)
+    assert ranked["X-Cache"] == "hit" and ranked.json()["count"] > 0  # rebuilt by the demo
 
 
 def test_the_same_seed_makes_the_same_traffic_and_another_seed_other_traffic():
@@ -181,3 +236,16 @@ def test_the_front_page_leads_to_the_dashboard_and_view_site_answers(admin_clien
     assert client.get(site_url).status_code == 200
     unknown = client.get("/no-such-page/")
     assert (unknown.status_code, unknown["Content-Type"]) == (404, "application/json")
+
+
+@pytest.mark.django_db
+@override_settings(ACTIVITY_TRACK_EXCLUDE_PATHS=["/static/"])  # the view itself says so
+def test_the_favicon_is_an_icon_and_no_activity(member, redis_client):
+    browser = Client()
+    browser.force_login(member)
+    icon = browser.get("/favicon.ico")
+    assert (icon.status_code, icon["Content-Type"]) == (200, "image/x-icon")
+    assert icon.content.startswith(b"\x00\x00\x01\x00")  # an ICO file's header
+    assert last_seen.get(str(member.pk)) is None  # not tracked, where the site's other answers are:
+    browser.get("/")
+    assert last_seen.get(str(member.pk)) is not None

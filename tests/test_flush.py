@@ -12,17 +12,26 @@ from django.core import mail
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from activity import clock, managers, tasks
+from activity import clock, conf, managers, tasks
 from activity.errors import StoreUnavailable
 from activity.models import UserActivity
 from activity.schedule import beat_schedule
 from activity.services import flush, last_seen, locks, sweep
 from activity.store import keys
 from activity.store import last_seen as last_seen_store
-from activity.store.client import is_cluster
+from activity.store.client import get_client, is_cluster
 from activity.store.flush import FlushQueue
+from activity.store.last_seen import partition_count
 from tasks import reengagement
+from tests.last_seen_state import per_partition, stored
 from tests.redis_counts import command_calls
+
+
+@pytest.fixture(autouse=True)
+def sixteen_partitions(settings):
+    """Last seen over 16 partitions, as on a Cluster: a flush's claims and acks a script each."""
+    settings.ACTIVITY_LAST_SEEN_PARTITIONS = 16
+
 
 T0 = 1_790_000_000.0
 
@@ -43,14 +52,14 @@ def db_last_seen() -> dict[str, float]:
 
 
 def seen(redis_client, user: str) -> float:
-    return redis_client.zscore(keys.last_seen(), user)
+    return stored(redis_client).get(user)
 
 
 @pytest.mark.django_db
 def test_upsert_keeps_the_greater_last_seen_and_fills_the_account(now):
     account = get_user_model().objects.create_user("alice")
-    UserActivity.objects.upsert_last_seen([("x", T0 + 10), (str(account.pk), T0 + 5)])
-    UserActivity.objects.upsert_last_seen([("x", T0 + 3), (str(account.pk), T0 + 7), ("new", T0)])
+    UserActivity.objects.build_upsert([("x", T0 + 10), (str(account.pk), T0 + 5)]).execute()
+    UserActivity.objects.build_upsert([("x", T0 + 3), (str(account.pk), T0 + 7), ("new", T0)]).execute()
     rows = {row.user_id: row for row in UserActivity.objects.all()}
     assert rows["x"].last_seen.timestamp() == T0 + 10  # an older value never wins
     assert rows[str(account.pk)].last_seen.timestamp() == T0 + 7
@@ -62,7 +71,9 @@ def test_upsert_keeps_the_greater_last_seen_and_fills_the_account(now):
 def test_upsert_takes_any_valid_id_and_only_links_existing_users(now):
     account = get_user_model().objects.create_user("bob")
     odd = ["NULL", "null", "99999999999999999999", "-3", "0", "a.b:c@d-e_f", str(account.pk + 1000), f"0{account.pk}"]
-    UserActivity.objects.upsert_last_seen([(user_id, T0 + n) for n, user_id in enumerate([*odd, str(account.pk)])])
+    UserActivity.objects.build_upsert(
+        [(user_id, T0 + n) for n, user_id in enumerate([*odd, str(account.pk)])]
+    ).execute()
     rows = {row.user_id: row for row in UserActivity.objects.all()}
     # NULL-looking, out-of-range and zero-padded ids are plain ids: only str(pk) is the user.
     assert sorted(rows) == sorted([*odd, str(account.pk)])
@@ -74,69 +85,73 @@ def test_upsert_takes_any_valid_id_and_only_links_existing_users(now):
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the comma-joined batch is PostgreSQL's")
 def test_an_id_with_a_comma_fails_the_batch_before_anything_is_written(now):
     with pytest.raises(ValueError, match="comma"):
-        UserActivity.objects.upsert_last_seen([("fine", T0), ("not,valid", T0)])
+        UserActivity.objects.build_upsert([("fine", T0), ("not,valid", T0)]).execute()
     assert not UserActivity.objects.exists()
 
 
 @pytest.mark.django_db
 def test_flush_is_one_statement_per_batch(redis_client, now):
     flush.flush()  # on nothing: loads the scripts, so their first NOSCRIPT retries are not counted below
-    FlushQueue(redis_client).ack("0", ["nobody"], now.t)
-    last_seen_store.update(redis_client, {str(i): T0 + i / 1000 for i in range(250)}, now.t)
-    before = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    FlushQueue(redis_client).ack("0", per_partition(1, "nobody"), now.t)  # and the ack's, on every node
+    users = per_partition(16)  # 256
+    last_seen.seed({user: T0 + i / 1000 for i, user in enumerate(users)})
+    before = command_calls(redis_client)["evalsha"]
     with CaptureQueriesContext(connection) as queries:
-        result = flush.flush(batch_size=100)
-    assert (result.flushed, result.batches, result.remaining) == (250, 3, 0)
-    # One reap, then a claim and an ack per batch, and the final empty claim: never a call per user.
-    assert redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - before == 1 + 3 * 2 + 1
+        result = flush.flush(batch_size=160)  # 10 from each partition, then the 6 left
+    assert (result.flushed, result.batches, result.remaining) == (256, 2, 0)
+    # One reap, then a claim and an ack per batch, and the final empty claim, each one script a
+    # partition in one round trip: never a call per user.
+    assert command_calls(redis_client)["evalsha"] - before == partition_count() * (1 + 2 * 2 + 1)
     # The upsert looks the Django users up itself: one statement per batch, none per user.
     statements = [q["sql"] for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]]
-    assert len(statements) == 3 and all("INSERT INTO" in sql for sql in statements)
-    assert db_last_seen() == {str(i): pytest.approx(T0 + i / 1000, abs=1e-6) for i in range(250)}
-    assert redis_client.zcard(keys.last_seen_dirty()) == redis_client.zcard(keys.last_seen_claimed()) == 0
+    assert len(statements) == 2 and all("INSERT INTO" in sql for sql in statements)
+    assert db_last_seen() == {user: pytest.approx(T0 + i / 1000, abs=1e-6) for i, user in enumerate(users)}
+    assert len(stored(redis_client, "dirty")) == len(stored(redis_client, "claimed")) == 0
 
 
 @pytest.mark.django_db
 def test_a_run_out_of_budget_stops_without_leaving_a_claim_behind(redis_client, now):
-    last_seen_store.update(redis_client, {str(i): T0 + i for i in range(30)}, now.t)
-    result = flush.flush(batch_size=10, budget=0)  # no time for a second batch: none is claimed ahead
-    assert (result.flushed, result.batches, result.remaining) == (10, 1, 20)
-    assert redis_client.zcard(keys.last_seen_claimed()) == 0  # nothing waits for the reaper
-    assert flush.flush(batch_size=10).flushed == 20
-    assert db_last_seen() == {str(i): T0 + i for i in range(30)}
+    scores = {user: T0 + i for i, user in enumerate(per_partition(3))}  # 48
+    last_seen.seed(scores)
+    result = flush.flush(batch_size=16, budget=0)  # no time for a second batch: none is claimed ahead
+    assert (result.flushed, result.batches, result.remaining) == (16, 1, 32)
+    assert len(stored(redis_client, "claimed")) == 0  # nothing waits for the reaper
+    assert flush.flush(batch_size=16).flushed == 32
+    assert db_last_seen() == scores
 
 
 @pytest.mark.django_db
 def test_update_during_a_flush_is_flushed_by_the_next_batch(redis_client, now):
-    last_seen_store.update(redis_client, {"a": T0, "b": T0}, now.t)
+    last_seen.seed({"a": T0, "b": T0})
     claim_time, rows, _ = FlushQueue(redis_client).claim(now.t, 10)
     assert sorted(rows) == [("a", T0), ("b", T0)]
-    last_seen_store.update(redis_client, {"a": T0 + 50}, now.t)  # lands between claim and commit
-    UserActivity.objects.upsert_last_seen(rows)
+    last_seen.seed({"a": T0 + 50})  # lands between claim and commit
+    UserActivity.objects.build_upsert(rows).execute()
     assert FlushQueue(redis_client).ack(claim_time, ["a", "b"], now.t) == (2, [])
-    assert redis_client.zrange(keys.last_seen_dirty(), 0, -1) == ["a"]
+    assert list(stored(redis_client, "dirty")) == ["a"]
     flush.flush()
     assert db_last_seen() == {"a": T0 + 50, "b": T0}
 
 
 @pytest.mark.django_db
 def test_reaper_returns_dead_claims_and_a_late_ack_keeps_a_newer_claim(redis_client, now):
-    last_seen_store.update(redis_client, {"a": T0, "b": T0}, now.t)
+    last_seen.seed({"a": T0, "b": T0})
     dead_time, _, _ = FlushQueue(redis_client).claim(now.t, 10)  # its worker "dies" here
-    now.t += locks.job_ttl() - 1
+    now.t += locks.job_ttl("flush") - 1
     assert flush.reap_stale_claims() == 0  # the holder may still be alive: keep its claim
     now.t += 2
     assert flush.reap_stale_claims() == 2
     new_time, rows, _ = FlushQueue(redis_client).claim(now.t, 10)
     assert len(rows) == 2
     assert FlushQueue(redis_client).ack(dead_time, ["a", "b"], now.t).removed == 0  # the slow old run wakes up
-    assert redis_client.zcard(keys.last_seen_claimed()) == 2
+    assert len(stored(redis_client, "claimed")) == 2
     assert FlushQueue(redis_client).ack(new_time, ["a", "b"], now.t).removed == 2
 
 
 @pytest.mark.django_db
 def test_a_failed_write_acknowledges_nothing_and_the_next_run_writes_everything(redis_client, now, monkeypatch):
-    last_seen_store.update(redis_client, {str(i): T0 + i for i in range(50)}, now.t)
+    scores = {user: T0 + i for i, user in enumerate(per_partition(4))}  # 64
+    last_seen.seed(scores)
     execute = managers.Upsert.execute
     calls = []
 
@@ -148,25 +163,25 @@ def test_a_failed_write_acknowledges_nothing_and_the_next_run_writes_everything(
 
     monkeypatch.setattr(managers.Upsert, "execute", fail_second)
     with pytest.raises(RuntimeError, match="went away"):
-        flush.flush(batch_size=10)
+        flush.flush(batch_size=16)  # one from each partition
     # Batch 1 committed and was acknowledged; batch 2 failed and batch 3, claimed ahead while 2 was
-    # being written, never reached the database: both stay claimed, the other 20 changes dirty.
-    assert len(db_last_seen()) == 10
-    assert redis_client.zcard(keys.last_seen_claimed()) == 20
-    assert redis_client.zcard(keys.last_seen_dirty()) == 20
+    # being written, never reached the database: both stay claimed, the other 16 changes dirty.
+    assert len(db_last_seen()) == 16
+    assert len(stored(redis_client, "claimed")) == 32
+    assert len(stored(redis_client, "dirty")) == 16
     monkeypatch.setattr(managers.Upsert, "execute", execute)
-    now.t += locks.job_ttl() + 1  # the failed run's claims are stale now
-    result = flush.flush(batch_size=10)
-    assert (result.reaped, result.flushed, result.remaining) == (20, 40, 0)
-    assert db_last_seen() == {str(i): T0 + i for i in range(50)}
-    assert redis_client.zcard(keys.last_seen_claimed()) == 0
+    now.t += locks.job_ttl("flush") + 1  # the failed run's claims are stale now
+    result = flush.flush(batch_size=16)
+    assert (result.reaped, result.flushed, result.remaining) == (32, 48, 0)
+    assert db_last_seen() == scores
+    assert len(stored(redis_client, "claimed")) == 0
 
 
 @pytest.mark.django_db
 def test_status_reports_backlog_and_lag_and_healthz_stays_200(client, staff, redis_client, now):
     assert flush.status().as_dict() == {"backlog": 0, "claimed": 0, "lag": 0.0}
-    last_seen_store.update(redis_client, {"a": T0, "b": T0}, now.t)
-    FlushQueue(redis_client).claim(now.t + 5, 1)
+    last_seen.seed(dict.fromkeys(per_partition(2)[:2], T0))  # both in one partition
+    FlushQueue(redis_client).claim(now.t + 5, 1)  # one of each partition: one of the two
     now.t += 3600
     assert flush.status().as_dict() == {"backlog": 2, "claimed": 1, "lag": 3600.0}
     client.force_login(staff)  # the flush figures are for staff (anonymous clients get the status only)
@@ -181,14 +196,14 @@ def test_status_reports_backlog_and_lag_and_healthz_stays_200(client, staff, red
 @pytest.mark.django_db
 def test_prune_never_removes_an_unflushed_member(redis_client, now):
     old = {f"old{i}": T0 for i in range(30)}
-    last_seen_store.update(redis_client, old, now.t)
+    last_seen.seed(old)
     flush.flush(batch_size=7)
-    last_seen_store.update(redis_client, {"dirty1": T0, "dirty2": T0, "claimed": T0 - 5, "young": now.t}, now.t)
+    last_seen.seed({"dirty1": T0, "dirty2": T0, "claimed": T0 - 5, "young": now.t})
     FlushQueue(redis_client).claim(now.t, 1)  # equal change times: claims "claimed", first by name
-    assert redis_client.zscore(keys.last_seen_claimed(), "claimed") is not None
+    assert stored(redis_client, "claimed").get("claimed") is not None
     removed, kept = last_seen.prune(retention=100, step=4)
     assert (removed, kept) == (30, 3)
-    assert sorted(redis_client.zrange(keys.last_seen(), 0, -1)) == ["claimed", "dirty1", "dirty2", "young"]
+    assert sorted(stored(redis_client)) == ["claimed", "dirty1", "dirty2", "young"]
     assert len(db_last_seen()) == 30  # the database keeps what Redis forgot
 
 
@@ -201,17 +216,18 @@ def test_sweep_repairs_strays_in_small_steps_and_never_touches_other_keys(redis_
         redis_client.set(f"{prefix}stray:{i}", "1")  # unknown family: gets the default TTL
     redis_client.set(keys.lock("job:orphan"), "token")  # a lock without TTL: deleted
     redis_client.set(f"{prefix}cache:1:x", "1", ex=50)  # has a TTL: untouched
-    last_seen_store.update(redis_client, {"a": T0}, now.t)  # long-lived keys: untouched
+    last_seen.seed({"a": T0})  # long-lived keys: untouched
     before = command_calls(redis_client)["scan"]
     result = sweep.sweep(count=200)
     scans = command_calls(redis_client)["scan"] - before  # every primary's, on a cluster
     try:
-        assert result == sweep.SweepResult(scanned=604, long_lived=2, repaired=600, deleted=1)
+        assert result == sweep.SweepResult(scanned=604, long_lived=2, repaired=600, deleted=1, merged=0)
         assert scans >= 3  # 604 keys at COUNT 200: several small steps, never one big KEYS
         assert 0 < redis_client.ttl(f"{prefix}stray:7") <= 86400
         assert not redis_client.exists(keys.lock("job:orphan"))
         assert 0 < redis_client.ttl(f"{prefix}cache:1:x") <= 50
-        assert redis_client.ttl(keys.last_seen()) == -1 and redis_client.ttl(keys.last_seen_dirty()) == -1
+        home = last_seen_store.partition_of("a")
+        assert redis_client.ttl(home.seen) == -1 and redis_client.ttl(home.dirty) == -1
         assert all(redis_client.ttl(key) == -1 for key in outside)
         assert sweep.sweep().repaired == 0  # nothing left to do
     finally:
@@ -226,13 +242,17 @@ def test_beat_entries_expire_after_their_interval_and_jobs_end_before_their_lock
         expected = entry["schedule"] if isinstance(entry["schedule"], float) else entry["options"]["expires"]
         assert 0 < entry["options"]["expires"] == expected
     for task in (tasks.flush, tasks.prune, tasks.sweep):
-        assert task.soft_time_limit < task.time_limit < locks.job_ttl()
+        assert task.soft_time_limit < task.time_limit < locks.job_ttl(task.name.removeprefix("activity."))
+    # The flush's lock, and the age past which its claims are handed back, end before the next tick:
+    # a run killed anywhere is taken over by the next tick's run or the one after; a live run, ended
+    # by its time limit before that age, never has its claims taken.
+    assert tasks.flush.time_limit < locks.job_ttl("flush") < conf.settings.FLUSH_INTERVAL
 
 
 def test_a_busy_job_is_skipped_and_the_lock_is_released_after(redis_client):
     with locks.exclusive_job("flush") as first:
         assert first is True
-        assert 0 < redis_client.pttl(keys.lock("job:flush")) <= locks.job_ttl() * 1000
+        assert 0 < redis_client.pttl(keys.lock("job:flush")) <= locks.job_ttl("flush") * 1000
         with locks.exclusive_job("flush") as second:
             assert second is False
         assert redis_client.exists(keys.lock("job:flush")) == 1  # the skipped run released nothing
@@ -252,7 +272,7 @@ def pause_every_server(redis_client, ms: int) -> None:
 def test_a_flush_that_times_out_releases_its_lock_and_the_next_run_runs(redis_client, now, monkeypatch):
     """Redis pauses (CLIENT PAUSE) longer than the client waits, mid-flush: the run fails, its
     release is tried again until Redis answers, so the next run is not skipped for the lock's TTL."""
-    last_seen_store.update(redis_client, {"a": T0}, now.t)
+    last_seen.seed({"a": T0})
     claim = FlushQueue.claim
 
     def pause_then_claim(queue, *args, **kwargs):
@@ -264,11 +284,32 @@ def test_a_flush_that_times_out_releases_its_lock_and_the_next_run_runs(redis_cl
         flush.flush()
     assert redis_client.exists(keys.lock("job:flush")) == 0
     monkeypatch.setattr(FlushQueue, "claim", claim)
-    now.t += locks.job_ttl() + 1  # the failed run's claim, if the paused server took it, is stale now
+    now.t += locks.job_ttl("flush") + 1  # the failed run's claim, if the paused server took it, is stale now
     with locks.exclusive_job("flush") as acquired:
         assert acquired
         assert flush.flush().remaining == 0
     assert db_last_seen() == {"a": T0}
+
+
+@pytest.mark.django_db
+def test_a_flush_whose_lock_request_timed_out_runs_and_the_next_run_runs(stalling_redis, now, caplog):
+    """Redis stalls (DEBUG SLEEP) as a flush asks for its lock: the request times out, yet Redis
+    runs it once awake. The run asks again with the same token and holds the lock its lost request
+    took: it flushes, releases, and the next run is not kept out until the lock's TTL."""
+    client = get_client()
+    last_seen.seed({"a": T0})
+    with locks.exclusive_job("flush"):
+        pass  # loads the lock's scripts: the stalled EVALSHA finds its script, as in production
+    with stalling_redis.stalled(1.5), locks.exclusive_job("flush") as acquired:
+        assert "not taken" in caplog.text  # its first request's reply was lost
+        assert acquired
+        assert flush.flush().flushed == 1
+    assert client.exists(keys.lock("job:flush")) == 0
+    last_seen.seed({"b": T0})
+    with locks.exclusive_job("flush") as acquired:  # the next run
+        assert acquired
+        assert flush.flush().flushed == 1
+    assert db_last_seen() == {"a": T0, "b": T0}
 
 
 @pytest.mark.django_db
@@ -289,12 +330,10 @@ def test_example_job_mails_each_dormant_user_once(redis_client, now):
     back = users.create_user("back", email="back@example.com")
     longer = users.create_user("longer", email="longer@example.com")
     day = 86400
-    last_seen_store.update(
-        redis_client, {str(away.pk): now.t - 30.5 * day, str(back.pk): now.t - 30.2 * day}, now.t - 31 * day
-    )
-    last_seen_store.update(redis_client, {str(longer.pk): now.t - 40 * day, "anon": now.t - 30.1 * day}, now.t)
+    last_seen.seed({str(away.pk): now.t - 30.5 * day, str(back.pk): now.t - 30.2 * day})
+    last_seen.seed({str(longer.pk): now.t - 40 * day, "anon": now.t - 30.1 * day})
     flush.flush()
-    last_seen_store.update(redis_client, {str(back.pk): now.t - 60}, now.t)  # back, not yet flushed
+    last_seen.seed({str(back.pk): now.t - 60})  # back, not yet flushed
     result = reengagement.mail_dormant.run(days=30, page_size=1)
     assert result == {"job": "mail-dormant", "ran": True, "sent": 1}
     assert [message.to for message in mail.outbox] == [["away@example.com"]]

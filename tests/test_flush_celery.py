@@ -24,6 +24,7 @@ from activity.services import ingest
 from activity.store import keys
 from project.celery import app
 from tests.celery_procs import BATCH, LOCK_TTL, Proc, beat, wait_for, worker
+from tests.last_seen_state import stored
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
@@ -48,14 +49,14 @@ def assert_not_back(before: dict[str, float], after: dict[str, float]) -> None:
 def drain(redis_client, timeout: float = 40.0) -> None:
     """Send flush runs until nothing waits (stale claims are reaped once older than the lock TTL)."""
     deadline = time.monotonic() + timeout
-    while redis_client.zcard(keys.last_seen_dirty()) + redis_client.zcard(keys.last_seen_claimed()):
+    while len(stored(redis_client, "dirty")) + len(stored(redis_client, "claimed")):
         assert time.monotonic() < deadline, "the backlog did not drain"
         tasks.flush.delay().get(timeout=30)
         time.sleep(0.3)
 
 
 def assert_db_equals_redis(redis_client, users: int) -> None:
-    scores = dict(redis_client.zrange(keys.last_seen(), 0, -1, withscores=True))
+    scores = stored(redis_client)
     assert len(scores) == users
     db = db_snapshot()
     mismatched = [user for user, ts in scores.items() if abs(db.get(user, -1) - ts) > 1e-6]
@@ -78,7 +79,7 @@ def kill_paused(redis_client, proc: Proc, batch: int, rng, base: float, users: i
     wait_for(lambda: f"test pause after claiming batch {batch}" in proc.log.read_text(), 30, "the pause")
     record(users, 10_000, rng, base + 1800)  # lands on claimed members too: they go back to dirty
     proc.kill()
-    assert redis_client.zcard(keys.last_seen_claimed()) >= BATCH  # its claim was never acknowledged
+    assert len(stored(redis_client, "claimed")) >= BATCH  # its claim was never acknowledged
     assert redis_client.pttl(keys.lock("job:flush")) > 0  # killed holding its lock
 
 
@@ -117,6 +118,37 @@ def test_sigkill_at_three_points_loses_nothing(redis_client, tmp_path):
     assert_history(redis_client, snapshots, users)
 
 
+def test_a_worker_killed_mid_flush_is_taken_over_within_two_intervals(redis_client, tmp_path):
+    """A worker SIGKILLed while its flush holds a claim and the flush lock: the lock expires and the
+    claim is handed back before the next tick, so the run sent one interval after the kill, or the
+    one after it, writes everything. Every other job keeps production's 60 s lock, as the flush
+    had before: then both runs skipped."""
+    interval, users, rng, base = 4, 3_000, random.Random(13), time.time() - 7200
+    record(users, users, rng, base, everyone=True)
+    timing = {"ACTIVITY_FLUSH_INTERVAL": str(interval)}
+    timing["ACTIVITY_TEST_CONSTANTS"] = json.dumps({"activity.services.locks.JOB_LOCK_TTL": 60})
+    its_queue = f"{settings.CELERY_TASK_DEFAULT_QUEUE}-doomed"
+    with (
+        worker("taker", tmp_path, **timing) as taker,
+        worker("doomed", tmp_path, queue=its_queue, ACTIVITY_TEST_PAUSE_AFTER_CLAIM="1", **timing) as doomed,
+    ):
+        for proc in (taker, doomed):
+            wait_for(lambda proc=proc: " ready." in proc.log.read_text(), 60, f"{proc.log.stem} to start")
+        tasks.flush.apply_async(queue=its_queue)
+        wait_for(lambda: "test pause after claiming batch 1" in doomed.log.read_text(), 30, "the claim")
+        doomed.kill()
+        killed = time.monotonic()
+        assert len(stored(redis_client, "claimed")) == BATCH
+        assert redis_client.pttl(keys.lock("job:flush")) > 0  # killed holding its lock
+        runs = []
+        for tick in (1, 2):
+            time.sleep(max(0.0, killed + tick * interval - time.monotonic()))
+            runs.append(tasks.flush.delay().get(timeout=30))
+    assert sum(run.get("reaped", 0) for run in runs) == BATCH, runs
+    assert len(stored(redis_client, "claimed")) == len(stored(redis_client, "dirty")) == 0
+    assert_db_equals_redis(redis_client, users)
+
+
 def task_results() -> list[dict]:
     """Every finished job run this test's workers stored in the result backend (another database of
     the activity Redis, or on a cluster run the standalone server beside it)."""
@@ -134,9 +166,10 @@ def test_two_workers_and_two_beats_never_overlap_and_never_go_back(redis_client,
     # Runs must end within a tick or two (so each job runs several times) while two beats send every tick.
     constants = {"activity.schedule.PRUNE_INTERVAL": 1, "activity.schedule.SWEEP_INTERVAL": 1}
     constants["activity.services.flush.BATCH"] = 200
-    schedule = {"ACTIVITY_FLUSH_INTERVAL": "1", "ACTIVITY_TEST_CONSTANTS": json.dumps(constants)}
-    # Each flush holds its lock past the next tick, so runs sent meanwhile (by either beat) find it busy.
-    schedule.update(ACTIVITY_TEST_PAUSE_AFTER_CLAIM="1", ACTIVITY_TEST_PAUSE_SECONDS="1.2")
+    schedule = {"ACTIVITY_FLUSH_INTERVAL": "2", "ACTIVITY_TEST_CONSTANTS": json.dumps(constants)}
+    # Each flush holds its lock a while after its claim (within its 1.2 s soft time limit), so the
+    # run the other beat sent for the same tick finds it busy.
+    schedule.update(ACTIVITY_TEST_PAUSE_AFTER_CLAIM="1", ACTIVITY_TEST_PAUSE_SECONDS="0.5")
     snapshots = []
     with ExitStack() as stack:
         for name in ("w1", "w2"):
@@ -189,6 +222,10 @@ def test_a_worker_on_rabbitmq_flushes_the_same(redis_client, tmp_path):
         try:
             tasks.flush.apply_async(connection=amqp, ignore_result=True)
             wait_for(lambda: UserActivity.objects.count() == users, 60, "the flush through RabbitMQ")
+            wait_for(lambda: "] succeeded" in proc.log.read_text(), 30, "the task's end in the worker's log")
         finally:
             amqp.default_channel.queue_delete(queue)  # the run's queue: nothing left on the broker
     assert_db_equals_redis(redis_client, users)
+    # The run's log line, once: the project's LOGGING has one handler, the root's, which the worker
+    # replaces with its own (a handler of the activity logger's own wrote each line twice).
+    assert proc.log.read_text().count(f"flush: {users} members") == 1, proc.log.read_text()

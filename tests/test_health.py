@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.test import Client, override_settings
+from django.test import override_settings
 
 from activity.models import UserActivity
 from project.redis_server import free_port
+from tests.clients import Client
 
 pytestmark = pytest.mark.django_db
 

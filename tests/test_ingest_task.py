@@ -7,22 +7,22 @@ import json
 import pytest
 
 from activity.errors import InvalidBatch
-from activity.store import keys
 from activity.tasks import record_events
+from tests.last_seen_state import stored
 
 
 def test_good_batch_is_recorded_and_replay_is_harmless(redis_client):
     batch = [{"user": "1", "ts": 100}, {"user": "2", "ts": "1970-01-01T00:03:20Z"}]
     assert record_events(batch) == {"accepted": 2, "last_seen_updated": 2}
     assert record_events(batch) == {"accepted": 2, "last_seen_updated": 0}
-    assert redis_client.zscore(keys.last_seen(), "2") == 200.0
+    assert stored(redis_client).get("2") == 200.0
 
 
 def test_bad_batch_raises_with_api_error_shape_and_writes_nothing(redis_client):
     with pytest.raises(InvalidBatch) as error:
         record_events([{"user": "1", "ts": 100}, {"user": "bad id"}])
     assert list(json.loads(str(error.value))["events"]["1"]) == ["user"]
-    assert redis_client.exists(keys.last_seen()) == 0
+    assert stored(redis_client) == {}
 
 
 def test_invalid_batch_is_not_in_autoretry():
@@ -45,4 +45,4 @@ def test_values_that_broke_the_task_are_an_invalid_batch(redis_client, event, fi
     with pytest.raises(InvalidBatch) as error:
         record_events([event])
     assert list(json.loads(str(error.value))["events"]["0"]) == [field]
-    assert redis_client.exists(keys.last_seen()) == 0
+    assert stored(redis_client) == {}

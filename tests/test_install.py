@@ -8,18 +8,19 @@ dashboard in chromium, every file they load from the site itself.
 
 The site has a ``REST_FRAMEWORK`` of its own before it adopts the app, one the app must not depend
 on (``SITE_REST_FRAMEWORK``: anyone allowed, the browsable renderer first, pages of 2, no
-throttles), and the app's API still needs its permissions (401 and 403), answers JSON errors and
-its own page sizes, and throttles at its own rates.
+throttles), and a DRF view of its own (``SITE_VIEW``, a plain ``@api_view``); the app's API still
+needs its permissions (401 and 403), answers JSON errors and its own page sizes, and throttles at
+its own rates, and ``check --deploy`` passes: nothing the README adds judges the site's own views.
 
 The section's Python blocks are appended to the file their first line names and its shell lines are
 run as written, in the site's directory, with the fresh virtualenv first on ``PATH``. Besides that
 ``REST_FRAMEWORK``, the one thing the test adds is where pip finds the package: a constraint
-pointing ``django-redis-activity`` at the wheel just built (and Django at the version this suite
-runs on, so a Django 6.0 run installs 6.0).
+pointing ``django-redis-activity`` at the wheel just built (and Django and redis-py at the versions
+this suite runs on, so the second pass, Django 6.0 with redis-py 7.4, installs those).
 The site reads ``REDIS_URL``, ``ACTIVITY_KEY_PREFIX`` and ``CELERY_BROKER_URL`` from the environment
 as the README's settings do: this run's key prefix, a Redis of the test's own set up as the loss
-budget asks (AOF and RDB on, ``make run``'s kind: step 5's ``check --fail-level WARNING`` fails on a
-Redis that keeps nothing on disk, ``activity.W004``, and the test shows that too), and its Celery
+budget asks (AOF and RDB on, ``make run``'s kind: step 5's ``check --deploy`` fails on a Redis
+that keeps nothing on disk, ``activity.W004``, and the test shows that too), and its Celery
 queue in the next database of that Redis. Needs PyPI (or a pip cache) for the
 dependencies. The browser test skips without chromium, as tests/test_dashboard_browser.py does.
 Deselect with ``-m 'not install'``; CI runs it.
@@ -51,6 +52,7 @@ import pytest
 import redis
 
 import activity
+from activity.store.last_seen import partition_index
 from project.redis_server import PrivateRedis, free_port
 from tests.conftest import ARTIFACTS
 
@@ -95,6 +97,21 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {},
 }
 """
+# ... and a DRF view of its own, with DRF's default schema class.
+SITE_VIEW = """
+from rest_framework.decorators import api_view
+from rest_framework.response import Response
+
+
+@api_view(["GET"])
+def ping(request):
+    return Response({"pong": True})
+"""
+SITE_URL = """
+from mysite.views import ping
+
+urlpatterns += [path("ping/", ping)]
+"""
 
 
 @dataclass(frozen=True)
@@ -132,7 +149,8 @@ def site(dist, site_redis, tmp_path_factory) -> Site:
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)], tmp_path, dict(os.environ))
     constraints = tmp_path / "constraints.txt"
-    constraints.write_text(f"{DISTRIBUTION} @ {wheel.as_uri()}\nDjango=={django.get_version()}\n")
+    pins = [f"{DISTRIBUTION} @ {wheel.as_uri()}", f"Django=={django.get_version()}", f"redis=={redis.__version__}"]
+    constraints.write_text("\n".join(pins) + "\n")
     env = {
         key: value
         for key, value in os.environ.items()
@@ -147,6 +165,9 @@ def site(dist, site_redis, tmp_path_factory) -> Site:
     run(["django-admin", "startproject", SITE, str(path)], tmp_path, env)
     with (path / SITE / "settings.py").open("a") as file:
         file.write(SITE_REST_FRAMEWORK)
+    (path / SITE / "views.py").write_text(SITE_VIEW)
+    with (path / SITE / "urls.py").open("a") as file:
+        file.write(SITE_URL)
 
     steps = readme_steps()
     assert [language for language, _ in steps] == ["sh", "python", "python", "python", "python", "sh"]
@@ -210,6 +231,7 @@ served = {
     "metrics": answer(api.get(f"{mount}metrics"))[:2],
     "docs": answer(Client().get(f"{API}docs/"))[:2],
     "outside the prefix": answer(api.get("/no-such-page/"))[:2],
+    "the site's own view": answer(Client().get("/ping/", HTTP_ACCEPT="application/json")),
 }
 views = [{"user": "walker", "path": f"/p{n}"} for n in range(3)]
 ingested = api.post(f"{API}events/", {"events": views}, content_type="application/json").status_code
@@ -243,11 +265,14 @@ print(json.dumps({
 def test_the_wheel_installs_into_a_new_site_by_the_readme(dist, site):
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
+    release = f"django_redis_activity-{activity.__version__}"
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         packaged = {Path(name).name: archive.read(name) for name in names if name.startswith("activity/lua/")}
+        license_file = archive.read(f"{release}.dist-info/licenses/LICENSE")
+        metadata = archive.read(f"{release}.dist-info/METADATA").decode()
     assert packaged == {path.name: path.read_bytes() for path in (ROOT / "lua").glob("*.lua")}
-    release = f"django_redis_activity-{activity.__version__}"
+    assert license_file == (ROOT / "LICENSE").read_bytes() and "License-Expression: BSD-3-Clause" in metadata
     assert wheel.name == f"{release}-py3-none-any.whl" and sdist.name == f"{release}.tar.gz"
     assert {name.split("/")[0] for name in names} == {"activity", f"{release}.dist-info"}  # the app alone
     assert (
@@ -265,12 +290,16 @@ def test_the_wheel_installs_into_a_new_site_by_the_readme(dist, site):
     assert status == 200 and seen["user"] == found["pk"] and seen["online"] is True
     assert {"activity.flush", "activity.prune", "activity.sweep", "activity.rollup_day"} <= set(found["tasks"])
     with redis.Redis.from_url(site.env["REDIS_URL"]) as site_client:  # the site's Redis, this run's prefix
-        assert site_client.exists(f"{os.environ['ACTIVITY_KEY_PREFIX']}{{ls}}:seen")
+        home = partition_index(str(found["pk"]))  # the user's last-seen partition
+        assert site_client.exists(f"{os.environ['ACTIVITY_KEY_PREFIX']}{{ls:{home}}}:seen")
 
-    # Step 5 against a Redis that keeps nothing on disk (the test suite's kind): the newcomer is told how.
+    # Step 5's check against a Redis that keeps nothing on disk (the test suite's kind): the newcomer
+    # is told how.
+    (check,) = [line for line in readme_steps()[-1][1].splitlines() if "manage.py check" in line]
     with PrivateRedis() as throwaway:
         unsafe = subprocess.run(
-            ["python", "manage.py", "check", "--fail-level", "WARNING"],
+            check,
+            shell=True,
             cwd=site.path,
             env={**site.env, "REDIS_URL": throwaway.url},
             capture_output=True,
@@ -286,6 +315,19 @@ def test_the_wheel_installs_into_a_new_site_by_the_readme(dist, site):
     assert served["metrics"] == [200, "text/plain; charset=utf-8"]  # Prometheus' text format
     assert served["docs"] == [200, "text/html; charset=utf-8"]
     assert served["outside the prefix"] == [404, "text/html; charset=utf-8"]  # Django's debug 404
+    assert served["the site's own view"] == [200, "application/json", '{"pong":true}']
+
+    # The deploy checks judge the site's own views by nothing the README added (drf-spectacular's
+    # check, which builds a document of every DRF view, is not installed).
+    deploy = subprocess.run(
+        ["python", "manage.py", "check", "--deploy"],
+        cwd=site.path,
+        env=site.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert deploy.returncode == 0 and "drf_spectacular" not in deploy.stderr, deploy.stderr
 
     # The site's REST_FRAMEWORK changed nothing: permissions, JSON errors, page sizes, throttles.
     refused = found["refused"]
@@ -389,9 +431,9 @@ def served(site) -> Iterator[Served]:
             stop(process)
 
 
-def test_the_docs_page_and_the_dashboard_load_everything_from_the_site(site, served, browser):
+def test_the_docs_page_and_the_dashboard_load_everything_from_the_site(site, served, chromium):
     ARTIFACTS.mkdir(exist_ok=True)
-    context = browser.new_context(viewport={"width": 1400, "height": 1100})
+    context = chromium.new_context(viewport={"width": 1400, "height": 1100})
     page = context.new_page()
     requested, failed = [], []
     page.on("request", lambda request: requested.append(request.url))

@@ -7,10 +7,11 @@ import random
 
 import pytest
 
+from activity import clock
 from activity.events import Event
-from activity.services import ingest
-from activity.store import keys
+from activity.services import ingest, last_seen
 from activity.store import last_seen as store
+from tests.last_seen_state import stored
 
 USERS = 1000
 EVENTS_PER_WRITER = 12_500
@@ -45,19 +46,22 @@ def test_concurrent_shuffled_writers_leave_exact_maxima(redis_client):
     for process in processes:
         process.join(120)
         assert process.exitcode == 0
-    stored = dict(redis_client.zrange(keys.last_seen(), 0, -1, withscores=True))
-    assert stored == expected
+    assert stored(redis_client) == expected
     # Every changed user is marked for the database flush.
-    assert redis_client.zcard(keys.last_seen_dirty()) == len(expected)
+    assert len(stored(redis_client, "dirty")) == len(expected)
 
 
-def test_older_event_is_ignored_and_counted_as_unchanged(redis_client):
-    assert store.update(redis_client, {"a": 200.0, "b": 100.0}, now=1.0) == 2
-    assert store.update(redis_client, {"a": 150.0, "b": 100.0}, now=2.0) == 0
-    assert store.update(redis_client, {"a": 250.0}, now=3.0) == 1
+def test_older_event_is_ignored_and_counted_as_unchanged(redis_client, monkeypatch):
+    for now, scores, moved in (
+        (1.0, {"a": 200.0, "b": 100.0}, 2),
+        (2.0, {"a": 150.0, "b": 100.0}, 0),
+        (3.0, {"a": 250.0}, 1),
+    ):
+        monkeypatch.setattr(clock, "now", lambda now=now: now)
+        assert last_seen.seed(scores) == moved
     assert store.get_many(redis_client, ["a", "b", "c"]) == {"a": 250.0, "b": 100.0, "c": None}
     # The dirty mark keeps the time of the first unflushed change.
-    assert redis_client.zscore(keys.last_seen_dirty(), "a") == 1.0
+    assert stored(redis_client, "dirty").get("a") == 1.0
 
 
 def test_duplicates_in_one_batch_keep_the_largest(redis_client):
@@ -72,31 +76,25 @@ def test_script_rejects_a_bad_call_without_writing(redis_client):
     with pytest.raises(redis.ResponseError, match="not a number"):
         store.ZADD_UNLESS_SMALLER(
             redis_client,
-            [keys.last_seen(), keys.last_seen_dirty(), keys.tombstones("ls")],
+            [store.partitions()[0].seen, store.partitions()[0].dirty, store.partitions()[0].tombstones],
             ["1", "5", "ok", "x", "bad"],
         )
-    assert redis_client.exists(keys.last_seen()) == 0
+    assert stored(redis_client) == {}
 
 
 def test_duplicates_in_one_script_call_never_write_a_smaller_score(redis_client):
-    store.update(redis_client, {"m": 10.0}, now=1.0)
+    last_seen.seed({"m": 10.0})
+    part = store.partition_of("m")
     args = ["1", "5", "m", "30", "m", "20", "m", "7", "n", "9", "n"]
-    moved = store.ZADD_UNLESS_SMALLER(
-        redis_client, [keys.last_seen(), keys.last_seen_dirty(), keys.tombstones("ls")], args
-    )
+    moved = store.ZADD_UNLESS_SMALLER(redis_client, [part.seen, part.dirty, part.tombstones], args)
     assert moved == 2  # m (10 -> 30) and n (new), each counted once
-    assert store.get_many(redis_client, ["m", "n"]) == {"m": 30.0, "n": 9.0}
+    assert redis_client.zmscore(part.seen, ["m", "n"]) == [30.0, 9.0]
 
 
 def test_large_calls_span_several_chunks(redis_client):
     scores = {f"c{i}": float(i) for i in range(2500)}
-    assert store.update(redis_client, scores, now=1.0) == 2500
-    assert (
-        store.update(
-            redis_client, {k: v + 0.5 if i % 2 else v - 0.5 for i, (k, v) in enumerate(scores.items())}, now=1.0
-        )
-        == 1250
-    )
+    assert last_seen.seed(scores) == 2500
+    assert last_seen.seed({k: v + 0.5 if i % 2 else v - 0.5 for i, (k, v) in enumerate(scores.items())}) == 1250
 
 
 def test_a_bad_score_in_a_later_chunk_writes_nothing(redis_client):
@@ -105,5 +103,6 @@ def test_a_bad_score_in_a_later_chunk_writes_nothing(redis_client):
         args += [str(i), f"m{i}"]
     args += ["oops", "m-last"]
     with pytest.raises(Exception, match="not a number"):
-        store.ZADD_UNLESS_SMALLER(redis_client, [keys.last_seen(), keys.last_seen_dirty(), keys.tombstones("ls")], args)
-    assert redis_client.exists(keys.last_seen(), keys.last_seen_dirty()) == 0
+        part = store.partitions()[0]
+        store.ZADD_UNLESS_SMALLER(redis_client, [part.seen, part.dirty, part.tombstones], args)
+    assert stored(redis_client) == stored(redis_client, "dirty") == {}

@@ -1,15 +1,18 @@
-"""The lock never deletes another holder's lock and never outlives its TTL."""
+"""The lock never deletes another holder's lock, never outlives its TTL, and is not lost to a lost reply."""
 
 import threading
 import time
 
+import pytest
 import redis
 
 from activity import conf
-from activity.errors import StoreUnavailable
+from activity.errors import StoreTimeout, StoreUnavailable
 from activity.store import keys
-from activity.store.client import is_cluster
+from activity.store.client import get_client, is_cluster
 from activity.store.locks import Lock, wait
+from tests.celery_procs import wait_for
+from tests.redis_counts import command_calls
 
 
 def test_only_one_holder(redis_client):
@@ -109,3 +112,30 @@ def test_a_waiter_cut_short_by_the_server_reads_as_unavailable(redis_client):
     thread.join(timeout=5)
     assert len(raised) == 1 and isinstance(raised[0], StoreUnavailable)
     assert raised[0].reason == "UNBLOCKED"
+
+
+def test_a_take_whose_reply_was_lost_is_reentered_by_its_token(stalling_redis, caplog):
+    """A request to take the lock that times out while Redis stalls still runs once Redis wakes:
+    without ``retry`` the lock is then held by a token nobody has, and every run skips until its
+    TTL. With ``retry`` the holder sends it again with the same token, which re-enters the lock its
+    lost request took: it holds the lock, and its release frees it for the next run."""
+    client = get_client()
+    first = Lock(client, "t", 5000)
+    assert first.acquire() and first.release()  # loads the scripts: a stalled EVALSHA finds them
+    lost = Lock(client, "t", 5000)
+    with stalling_redis.stalled(1.5), pytest.raises(StoreTimeout):
+        lost.acquire()
+    wait_for(lambda: client.get(keys.lock("t")) == lost.token, 2, "the stalled request to run")
+    assert not Lock(client, "t", 5000, retry=True).acquire()  # the harm: blocked by nobody's lock
+    client.delete(keys.lock("t"))
+
+    holder = Lock(client, "t", 5000, retry=True)
+    sent = command_calls(client)["evalsha"]
+    with stalling_redis.stalled(1.5):
+        assert holder.acquire()
+    assert command_calls(client)["evalsha"] - sent >= 2  # its first request's reply was lost: sent again
+    assert "not taken" in caplog.text
+    assert client.get(keys.lock("t")) == holder.token
+    assert 4000 < client.pttl(keys.lock("t")) <= 5000  # as the first request set it: re-entry changes nothing
+    assert holder.release()
+    assert Lock(client, "t", 5000).acquire()  # the next run takes it

@@ -16,22 +16,22 @@ from datetime import timedelta
 
 import pytest
 from celery import current_app
+from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
-from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from activity import calendar, clock, urls
 from activity.events import Event
 from activity.models import DailyRollup, UserActivity
-from activity.permissions import ERASE, EXPORT, INGEST, RUN_JOBS, VIEW
+from activity.permissions import ERASE_ACTIVITY, EXPORT_ACTIVITY, INGEST_EVENTS, RUN_JOBS, VIEW_ACTIVITY
 from activity.services import flush, ingest
 from activity.web.api import urls as api_urls
+from tests.clients import APIClient, Client
 from tests.conftest import APP_PERMISSIONS, with_permissions
 
 TARGET = "target-user"  # someone else's activity: seen, with a session of /a then /b
@@ -54,8 +54,8 @@ ROLES: dict[str, Role | None] = {
     "plain user": Role(staff=False),
     "staff without permissions": Role(),
     **{f"staff with {name}": Role(permissions=(name,)) for name in APP_PERMISSIONS},
-    "staff with view and erase": Role(permissions=(VIEW, ERASE)),
-    "plain user with view": Role(staff=False, permissions=(VIEW,)),
+    "staff with view and erase": Role(permissions=(VIEW_ACTIVITY, ERASE_ACTIVITY)),
+    "plain user with view": Role(staff=False, permissions=(VIEW_ACTIVITY,)),
     "superuser": Role(superuser=True),
 }
 
@@ -74,23 +74,23 @@ class Call:
 
 
 API: dict[str, Call] = {
-    "events": Call("post", needs=frozenset({INGEST}), success=202, body={"events": [{"user": "walker"}]}),
-    "last-seen": Call("get", {"user": TARGET}, frozenset({VIEW}), own=True),
-    "session": Call("get", {"user": TARGET}, frozenset({VIEW}), own=True),
-    "user-activity": Call("delete", {"user": "{erasable}"}, frozenset({ERASE}), success=204),
-    "user-activity-export": Call("get", {"user": TARGET}, frozenset({EXPORT}), own=True),
-    "recommendations": Call("get", {"user": TARGET}, frozenset({VIEW}), own=True),
-    "next-pages": Call("get", needs=frozenset({VIEW}), query="?path=/a"),
-    "online": Call("get", needs=frozenset({VIEW})),
-    "stats": Call("get", needs=frozenset({VIEW})),
-    "retention": Call("get", needs=frozenset({VIEW})),
-    "reports": Call("get", needs=frozenset({VIEW})),
-    "report": Call("get", {"name": "most-active"}, frozenset({VIEW})),
-    "group-members": Call("get", {"group_id": "{group}"}, frozenset({VIEW})),
-    "group-active": Call("get", {"group_id": "{group}"}, frozenset({VIEW})),
+    "events": Call("post", needs=frozenset({INGEST_EVENTS}), success=202, body={"events": [{"user": "walker"}]}),
+    "last-seen": Call("get", {"user": TARGET}, frozenset({VIEW_ACTIVITY}), own=True),
+    "session": Call("get", {"user": TARGET}, frozenset({VIEW_ACTIVITY}), own=True),
+    "user-activity": Call("delete", {"user": "{erasable}"}, frozenset({ERASE_ACTIVITY}), success=204),
+    "user-activity-export": Call("get", {"user": TARGET}, frozenset({EXPORT_ACTIVITY}), own=True),
+    "recommendations": Call("get", {"user": TARGET}, frozenset({VIEW_ACTIVITY}), own=True),
+    "next-pages": Call("get", needs=frozenset({VIEW_ACTIVITY}), query="?path=/a"),
+    "online": Call("get", needs=frozenset({VIEW_ACTIVITY})),
+    "stats": Call("get", needs=frozenset({VIEW_ACTIVITY})),
+    "retention": Call("get", needs=frozenset({VIEW_ACTIVITY})),
+    "reports": Call("get", needs=frozenset({VIEW_ACTIVITY})),
+    "report": Call("get", {"name": "most-active"}, frozenset({VIEW_ACTIVITY})),
+    "group-members": Call("get", {"group_id": "{group}"}, frozenset({VIEW_ACTIVITY})),
+    "group-active": Call("get", {"group_id": "{group}"}, frozenset({VIEW_ACTIVITY})),
     "schema": Call("get"),
     "docs": Call("get"),
-    "metrics": Call("get", needs=frozenset({VIEW})),
+    "metrics": Call("get", needs=frozenset({VIEW_ACTIVITY})),
     "healthz": Call("get"),
 }
 
@@ -109,7 +109,7 @@ class Page:
 def _row_pages(model: str, pk: str) -> dict[str, Page]:
     """The pages of a read-only ModelAdmin: list, one row and its history to whoever views activity;
     add and delete to nobody."""
-    view = frozenset({VIEW})
+    view = frozenset({VIEW_ACTIVITY})
     return {
         f"activity_{model}_changelist": Page("get", view),
         f"activity_{model}_change": Page("get", view, args=(pk,)),
@@ -121,9 +121,9 @@ def _row_pages(model: str, pk: str) -> dict[str, Page]:
 
 def admin_pages(rollup: DailyRollup) -> dict[str, Page]:
     return {
-        "activity-dashboard": Page("get", frozenset({VIEW})),
-        "activity_dashboard_changelist": Page("get", frozenset({VIEW})),
-        "activity-dashboard-panel": Page("get", frozenset({VIEW})),
+        "activity-dashboard": Page("get", frozenset({VIEW_ACTIVITY})),
+        "activity_dashboard_changelist": Page("get", frozenset({VIEW_ACTIVITY})),
+        "activity-dashboard-panel": Page("get", frozenset({VIEW_ACTIVITY})),
         "activity-dashboard-flush": Page("post", frozenset({RUN_JOBS}), 302),
         "activity-dashboard-rebuild": Page(
             "post", frozenset({RUN_JOBS}), 302, data={"report": "most-active", "period": "day"}
@@ -142,9 +142,9 @@ def app_admin_page_names() -> set[str]:
     """Every named admin URL of the app's ModelAdmins."""
     return {
         pattern.name
-        for model, model_admin in admin.site._registry.items()
-        if model._meta.app_label == "activity"
-        for pattern in model_admin.urls
+        for model in apps.get_app_config("activity").get_models()
+        if admin.site.is_registered(model)
+        for pattern in admin.site.get_model_admin(model).urls
         if pattern.name
     }
 
@@ -229,10 +229,10 @@ def test_every_route_and_admin_page_needs_its_one_permission(name, db, redis_cli
     UserActivity.objects.create(user_id="erase-me", first_seen=calendar.utc(0), last_seen=calendar.utc(0))
     chosen = {"action": "erase_activity", "_selected_action": ["erase-me"], "post": "yes"}
     browser.post(reverse("admin:activity_useractivity_changelist"), chosen)
-    may_erase = role is not None and role.staff and role.holds(frozenset({VIEW, ERASE}))
+    may_erase = role is not None and role.staff and role.holds(frozenset({VIEW_ACTIVITY, ERASE_ACTIVITY}))
     walked["admin erase action"] = (not UserActivity.objects.filter(user_id="erase-me").exists(), may_erase)
     index = browser.get(reverse("admin:index")).content.decode()
-    may_view = role is not None and role.staff and role.holds(frozenset({VIEW}))
+    may_view = role is not None and role.staff and role.holds(frozenset({VIEW_ACTIVITY}))
     walked["admin index lists the dashboard"] = (reverse("admin:activity-dashboard") in index, may_view)
 
     current_app.control.purge()  # the jobs the dashboard queued: this run's queue, no worker takes them
@@ -269,5 +269,5 @@ def test_the_migration_carries_view_dashboard_grants_over():
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes("activity"))
     assert not Permission.objects.filter(codename="view_dashboard").exists()
-    assert get_user_model().objects.get(pk=user.pk).has_perm(VIEW)
+    assert get_user_model().objects.get(pk=user.pk).has_perm(VIEW_ACTIVITY)
     assert list(group.permissions.values_list("codename", flat=True)) == ["view_activity"]

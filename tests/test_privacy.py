@@ -1,4 +1,4 @@
-"""Erase and export one user everywhere (issue 18), against the real Redis and database.
+"""Erase and export one user everywhere, against the real Redis and database.
 
 Every entry point (API, management command, admin action, deletion of the Django user) leaves no
 trace of the id in any key or table (tests/traces.py), except inside HyperLogLog registers and the
@@ -16,21 +16,24 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.core.management import CommandError, call_command
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from activity import clock
 from activity.admin import rows as admin_module
-from activity.calendar import day_name, day_of, period_name
+from activity.calendar import PERIODS, day_name, day_of, name_of, period_name
 from activity.errors import StoreUnavailable
 from activity.events import Event
 from activity.models import UserActivity
 from activity.services import flush, groups, ingest, privacy, reports, sessions
 from activity.services.flush import batch_claimed
-from activity.store import keys
+from activity.store import audience as audience_store
+from activity.store import keys, lifetimes
 from activity.store.flush import FlushQueue
+from activity.store.last_seen import partition_of
 from activity.tasks import erase_user
+from tests.clients import APIClient
+from tests.last_seen_state import stored
 from tests.redis_counts import CommandDelta
-from tests.traces import database_traces, redis_traces
+from tests.traces import database_traces, dense_id, redis_traces
 
 pytestmark = pytest.mark.django_db
 GONE = "erase-me.7f3a"  # an id no other cell or key can spell by chance
@@ -38,6 +41,10 @@ GONE = "erase-me.7f3a"  # an id no other cell or key can spell by chance
 
 def clock_day() -> str:
     return day_name(day_of(clock.now()))
+
+
+def today_iso() -> str:
+    return day_of(clock.now()).isoformat()
 
 
 def seed(user: str, name: str | None = None, group: Group | None = None) -> None:
@@ -62,7 +69,7 @@ def test_seed_leaves_traces_everywhere_the_finder_looks(redis_client):
     seed(GONE, name="gone")
     flush.flush()
     found = "\n".join(redis_traces(GONE))
-    for where in ("{ls}:seen", ":session:", ":name:", ":aliases:", ":uv:d:", ":top:", ":byname-pending:"):
+    for where in (partition_of(GONE).seen, ":session:", ":name:", ":aliases:", ":uv:d:", ":top:", ":byname-pending:"):
         assert where in found, where
     assert database_traces(GONE) == ["activity_useractivity"]
     reports.refresh()  # the by-name entries move from the pending sets into the indexes
@@ -97,7 +104,7 @@ def test_api_delete_erases_everywhere_and_answers_204(staff_api, redis_client):
     assert response.status_code == 204 and response.content == b""
     assert_no_trace(GONE)
     assert ingest.record_events([Event(user="bystander", ts=clock.now())]).accepted == 1
-    assert "bystander" in str(redis_client.zrange(keys.last_seen(), 0, -1))  # others untouched
+    assert "bystander" in stored(redis_client)  # others untouched
 
 
 def test_an_erase_takes_the_users_throttle_counters_too(member, member_api, staff_api, redis_client):
@@ -120,7 +127,7 @@ def test_api_delete_needs_the_erase_permission_validates_and_404s_the_unknown(
     unknown = staff_api.delete("/api/v1/users/never-seen/activity/")
     assert unknown.status_code == 404 and "detail" in unknown.json()
     assert redis_traces(GONE) != []  # none of those erased anything
-    assert redis_client.zscore(keys.tombstones("ls"), "never-seen") is None  # nor tombstoned
+    assert redis_client.zscore(partition_of("never-seen").tombstones, "never-seen") is None  # nor tombstoned
 
 
 def test_management_command_erases_and_refuses_bad_or_unknown_ids_before_anything(redis_client):
@@ -186,7 +193,7 @@ def test_deleting_a_django_user_erases_them_once_the_deletion_commits(redis_clie
     user = str(account.pk)
     seed(user, name="leaving", group=group)
     flush.flush()
-    assert redis_client.getbit(keys.active_bits(clock_day()), int(user)) == 1
+    assert redis_client.getbit(keys.active_bits(clock_day()), dense_id(redis_client, user)) == 1
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         account.delete()
     assert callbacks  # the erase waited for the commit
@@ -235,16 +242,16 @@ def test_erase_during_a_claimed_flush_batch_cannot_bring_the_user_back(redis_cli
     assert erased and result.flushed == len(others) + 2  # GONE and the bystander were in the batch
     assert_no_trace(GONE)
     assert set(UserActivity.objects.values_list("user_id", flat=True)) == {*others, "bystander"}
-    assert redis_client.zcard(keys.last_seen_claimed()) == 0
+    assert len(stored(redis_client, "claimed")) == 0
 
 
 def test_a_flush_killed_between_its_write_and_its_ack_is_settled_by_the_next(redis_client, monkeypatch):
     seed(GONE)
     queue = FlushQueue(redis_client)
     claim = queue.claim(clock.now(), 100)
-    UserActivity.objects.upsert_last_seen(claim.rows)  # written, then the worker dies: no ack
+    UserActivity.objects.build_upsert(claim.rows).execute()  # written, then the worker dies: no ack
     privacy.erase(GONE)  # its row is deleted here, but the dead flush's claim is still pending
-    UserActivity.objects.upsert_last_seen(claim.rows)  # (as if its commit landed after the erase)
+    UserActivity.objects.build_upsert(claim.rows).execute()  # (as if its commit landed after the erase)
     assert UserActivity.objects.filter(user_id=GONE).exists()
     assert queue.ack(claim.claim_time, [GONE], clock.now()) == (0, [GONE])  # an ack would report it
     later = clock.now() + 61  # past the job lock's TTL: the reaper hands the claim back
@@ -260,7 +267,7 @@ def test_late_events_are_skipped_while_tombstoned_and_recorded_after(redis_clien
     late = ingest.record_events([Event(user=GONE, ts=now, path="/again")], visitors=[(secrets.token_hex(16), now)])
     assert late.last_seen_updated == 0 and late.sessions_started == 0
     assert_no_trace(GONE)
-    expiry = redis_client.zscore(keys.tombstones("ls"), GONE)
+    expiry = redis_client.zscore(partition_of(GONE).tombstones, GONE)
     assert expiry == pytest.approx(now + privacy.tombstone_ttl(), abs=5)
     assert redis_client.ttl(keys.tombstones("pv")) > 0  # bounded: the set goes with its last tombstone
     monkeypatch.setattr(clock, "now", lambda: expiry + 1)
@@ -293,6 +300,26 @@ def test_the_tombstone_outlives_a_dead_flush_claim_however_short_it_is(monkeypat
 # --- bounded cost ---------------------------------------------------------------------------
 
 
+def test_export_and_erase_find_the_visitor_in_an_older_generation_and_the_legacy_hash(redis_client, monkeypatch):
+    """The user's first visit is in the hash of the generation of their last visit (here an older,
+    still live one) and, from a release before generations, maybe in the legacy hash: the export
+    shows it and the erase removes it from both."""
+    then = clock.now()
+    ingest.record_events([Event(user=GONE, ts=then)])
+    later = then + (lifetimes.GENERATION_DAYS + 10) * 86400
+    monkeypatch.setattr(clock, "now", lambda: later)
+    for period, bitmap in zip(PERIODS, audience_store.BITS, strict=True):  # long expired by ``later``
+        redis_client.delete(bitmap(name_of(period, day_of(then))))
+    visitor = audience_store.user_visitor_id(GONE)
+    hashes, _ = audience_store.visitor_home(visitor, day_of(later))
+    assert redis_client.hget(hashes[0], visitor) is None  # not in the current generation
+    redis_client.hset(hashes[-1], visitor, 1)  # and in the legacy hash, as if left by an old release
+    assert privacy.export(GONE)["first_visit"] == day_of(then).isoformat()
+    privacy.erase(GONE)
+    assert_no_trace(GONE, tables=False)
+    assert privacy.export(GONE) is None  # nothing left to export
+
+
 def erase_commands(redis_client, bystanders: int) -> int:
     user = f"bounded-{bystanders}"
     seed(user)
@@ -308,7 +335,10 @@ def erase_commands(redis_client, bystanders: int) -> int:
 
 
 def test_an_erase_costs_the_same_commands_whatever_the_number_of_users(redis_client):
-    assert erase_commands(redis_client, 10) == erase_commands(redis_client, 3000)
+    """About 700 commands either way. They are counted off the servers, where a cluster run saw two
+    more once (another test's client still about); an erase that grew with the users would send
+    thousands more for 3,000 of them."""
+    assert erase_commands(redis_client, 10) == pytest.approx(erase_commands(redis_client, 3000), abs=3)
 
 
 # --- export ---------------------------------------------------------------------------------
@@ -328,7 +358,8 @@ def test_export_holds_everything_stored_about_the_user(member, member_api, redis
     assert sorted(row["period"] for row in body["page_views"]) == ["day", "week"]
     assert {row["views"] for row in body["page_views"]} == {2}
     assert body["groups"] == [group.pk]
-    assert body["active_days"] == [clock_day()[:4] + "-" + clock_day()[4:6] + "-" + clock_day()[6:]]
+    assert body["active_days"] == [today_iso()]
+    assert body["dense_id"] == dense_id(redis_client, user) >= 1
     assert body["first_visit"] == body["first_active"] == body["active_days"][0]
     assert body["database"]["user_id"] == user and body["database"]["account"] == user
     assert body["erased_until"] is None
@@ -338,7 +369,7 @@ def test_export_permissions_and_bad_input(member, member_api, staff_api, redis_c
     seed(GONE)
     assert member_api.get(f"/api/v1/users/{GONE}/activity/export/").status_code == 403  # another's
     assert APIClient().get(f"/api/v1/users/{GONE}/activity/export/").status_code == 401
-    assert staff_api.get(f"/api/v1/users/{GONE}/activity/export/").json()["active_days"] is None  # an HLL id
+    assert staff_api.get(f"/api/v1/users/{GONE}/activity/export/").json()["active_days"] == [today_iso()]
     assert staff_api.get("/api/v1/users/a*b/activity/export/").status_code == 400
     assert staff_api.get("/api/v1/users/never-seen/activity/export/").status_code == 404
     own = f"/api/v1/users/{member.pk}/activity/export/"

@@ -1,7 +1,6 @@
-"""``make run``'s private Redis persists (issue 36, item 2): a stop and a start on the same data
-directory keep every key the service wrote, a SIGKILL keeps what the AOF (``everysec``) had, and a
-second server never runs on one data directory. Real redis-server processes on loopback, a few
-seconds in all."""
+"""``make run``'s private Redis persists: a stop and a start on the same data directory keep every
+key the service wrote, a SIGKILL keeps what the AOF (``everysec``) had, and a second server never
+runs on one data directory. Real redis-server processes on loopback, a few seconds in all."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from django.test import override_settings
 from activity import calendar, clock, conf
 from activity.events import Event
 from activity.services import ingest, reports
-from activity.store import keys
+from activity.store import keys, lifetimes
 from activity.store import sessions as sessions_store
 from activity.store.client import get_client, is_cluster
 from activity.store.sessions import PageView, queue_record
@@ -76,8 +76,9 @@ def in_period(event: Event, period: str) -> bool:
 
 
 class EveryViewer:
-    """What the page-view script kept before issue 16: a set of every viewer of the period (here
-    the test's own key, in the {pv} slot as it was), for the full SORT the reports must equal."""
+    """What the page-view script kept before the top viewers were capped: a set of every viewer of
+    the period (here the test's own key, in the {pv} slot as it was), for the full SORT the reports
+    must equal."""
 
     def __init__(self, redis_client, period: str) -> None:
         self.client, self.period = redis_client, period
@@ -337,7 +338,7 @@ def test_a_periods_lists_outlive_its_counters_and_come_back_with_a_ttl_after_exp
     events, names = random_views(9, 120)
     pkey = period_key(period)
     index, pending = keys.viewers_by_name(pkey), pending_of(period)
-    ttl_ms = keys.page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly=period == "week") * 1000
+    ttl_ms = lifetimes.page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly=period == "week") * 1000
     for part in batches(events, 20):
         made = int(time.time() * 1000) - 1  # the pending set, when the batch brings a new viewer
         record(part, names)
@@ -388,13 +389,13 @@ def test_a_periods_lists_outlive_its_counters_and_come_back_with_a_ttl_after_exp
 # --- what a view and a rebuild cost --------------------------------------------------------------
 
 
-def script_commands(redis_client, view: PageView) -> Counter:
-    """The commands the page-view scripts run for ``view`` (INFO commandstats counts the scripts'
-    own calls), without anything else ``record_events`` sends."""
+def script_commands(redis_client, *views: PageView) -> Counter:
+    """The commands the page-view scripts run for a batch of ``views`` (INFO commandstats counts the
+    scripts' own calls), without anything else ``record_events`` sends."""
     settings = conf.settings
     pipe = get_client().pipeline(transaction=False)
     queue_record(
-        pipe, [view], settings.SESSION_WINDOW, settings.SESSION_MAX_PAGES, settings.PAGE_STATS_DAYS, clock.now()
+        pipe, views, settings.SESSION_WINDOW, settings.SESSION_MAX_PAGES, settings.PAGE_STATS_DAYS, clock.now()
     )
     with CommandDelta(redis_client) as delta:
         pipe.execute()
@@ -402,15 +403,13 @@ def script_commands(redis_client, view: PageView) -> Counter:
 
 
 # A view's commands besides the report structures: LINDEX of the session's last entry (its ts tells
-# an append from a late view's insert), RPUSH, LTRIM, PEXPIRE of the session; SET NX GET
-# and EXPIRE of the name (no username: the user id stands in; a known one is one SET ... EX ... GET);
-# the MGET of the user's day and week counters that tells a first view (not needed on a rename);
-# INCRBY of the day's views and ZINCRBY of a known path (their TTLs were set when the key or the path
-# was new); each of the four scripts' EVALSHA and EXISTS of the tombstones (an erased user's views
-# are skipped).
-SHARED = Counter(
-    evalsha=4, exists=4, lindex=1, rpush=1, ltrim=1, pexpire=1, set=1, expire=1, mget=1, incrby=1, zincrby=1
-)
+# an append from a late view's insert), RPUSH and PEXPIRE of the session (RPUSH answers the length:
+# an LTRIM only past the pages kept); SET NX GET and EXPIRE of the name (no username: the user id
+# stands in; a known one is one SET ... EX ... GET); the MGET of the user's day and week counters
+# that tells a first view (not needed on a rename); INCRBY of the day's views and ZINCRBY of a known
+# path (their TTLs were set when the key or the path was new); each of the four scripts' EVALSHA
+# and EXISTS of the tombstones (an erased user's views are skipped).
+SHARED = Counter(evalsha=4, exists=4, lindex=1, rpush=1, pexpire=1, set=1, expire=1, mget=1, incrby=1, zincrby=1)
 
 
 @override_settings(ACTIVITY_TRANSITIONS=False, ACTIVITY_REDIS_TIMEOUT=10.0)
@@ -442,18 +441,18 @@ def test_a_view_costs_the_same_commands_whatever_the_number_of_viewers(redis_cli
     assert not redis_client.exists(pending_of("day"), pending_of("week"))
     # The first view after it makes the pending sets again, each with its TTL.
     counts["new viewer, sets new"] = script_commands(redis_client, PageView("n2", "/", now))
-    # Both counters' INCRs, and the bar of the day's candidates (a ZRANGE). The week's bar is read
-    # only for a week count at or above the day's (10, "h0"): no other week count can enter.
-    below, both = Counter(incr=2, zrange=1), Counter(incr=2, zrange=2)
+    # Both counters' INCRBYs, and the bars of the day's and the week's candidates (a ZRANGE each,
+    # once per call).
+    below = Counter(incrby=2, zrange=2)
     assert counts["returning"] == SHARED + below
-    assert counts["candidate"] == SHARED + both + Counter(zadd=2)
+    assert counts["candidate"] == SHARED + below + Counter(zadd=2)
     # A new session too: INCRBY of the day's sessions started. TTLs of the new counters (both
     # periods), and the by-name entries into the pending sets (an SADD each, the marker with it), not
     # into the million-member indexes; the sets hold the marker, so their TTLs stand. Below the bar,
     # it leaves the top viewers and their TTL alone.
     assert counts["new viewer"] == SHARED + below + Counter(incrby=1, expire=2, sadd=2)
     assert counts["new viewer, sets new"] == counts["new viewer"] + Counter(expire=2)
-    assert counts["entering"] == SHARED + both + Counter(zadd=2, zremrangebyrank=2, expire=2)
+    assert counts["entering"] == SHARED + below + Counter(zadd=2, zremrangebyrank=2, expire=2)
     # A username comes with its TTL in the SET, so the name's EXPIRE goes and the aliases' comes in
     # its place; a rename pends the new entries whatever the counters say, so no MGET; the pending
     # sets keep their marker and their TTLs.
@@ -463,21 +462,31 @@ def test_a_view_costs_the_same_commands_whatever_the_number_of_viewers(redis_cli
 
 
 @override_settings(ACTIVITY_TRANSITIONS=False)
-def test_the_weeks_bar_is_read_only_for_a_week_count_at_or_above_the_days(redis_client, wednesday, monkeypatch):
-    """The day's cap candidates have at least the day's bar in views that week too, so a week count
-    below it cannot enter the week's candidates and its ZRANGE is skipped; one at or above it (views
-    earlier in the week) still reads the week's bar, and enters."""
-    monkeypatch.setattr(sessions_store, "CANDIDATES", 3)
-    monkeypatch.setattr(reports, "TOP", 2)
+@pytest.mark.parametrize("seed", range(3))
+def test_a_batch_reads_each_bar_once_trims_once_and_keeps_the_true_top(redis_client, wednesday, monkeypatch, seed):
+    """A call reads each period's bar once, before its users' counts, and trims once after them: the
+    users it let in that the trim sent away are those a bar read before each ZADD would have kept out,
+    so the candidates are the true top after every batch, ties to the greater id. A user's views in
+    the batch are one counter step."""
+    monkeypatch.setattr(sessions_store, "CANDIDATES", 4)
+    rng = random.Random(seed)
     now = clock.now()
-    record([Event(user, now, "/") for user in "abc" for _ in range(3)], {})  # the day's bar: 3 views
-    record([Event("m", now - 2 * DAY_S, "/")] * 5, {})  # Monday: 5 views in the week, none today
-    week = Counter(a=3, b=3, c=3, m=5)
-    assert script_commands(redis_client, PageView("z", "/", now))["zrange"] == 1  # week count 1, below 3
-    assert script_commands(redis_client, PageView("m", "/", now))["zrange"] == 2  # week count 6
-    week.update(["z", "m"])
-    assert top_viewers(redis_client, "week") == true_top(week, 3) == [("m", 6), ("c", 3), ("b", 3)]
-    assert top_viewers(redis_client, "day") == true_top(Counter(a=3, b=3, c=3, m=1, z=1), 3)
+    day, week = Counter(), Counter()
+    monday = [Event(f"w{n}", now - 2 * DAY_S, "/") for n in range(6) for _ in range(rng.randint(1, 6))]
+    record(monday, {})
+    week.update(event.user for event in monday)
+    for _ in range(4):
+        views = [PageView(f"u{rng.randint(0, 30)}", "/", now) for _ in range(rng.randint(1, 60))]
+        views += [PageView(f"w{rng.randint(0, 5)}", "/", now) for _ in range(rng.randint(0, 10))]
+        calls = script_commands(redis_client, *views)
+        assert calls["zrange"] == 2 and calls["zremrangebyrank"] <= 2
+        users = {view.user for view in views}
+        # The day's views, the day's sessions started when a user is new today, then 2 a user.
+        assert calls["incrby"] == 1 + bool(users - set(day)) + 2 * len(users)
+        day.update(view.user for view in views)
+        week.update(view.user for view in views)
+        assert top_viewers(redis_client, "day") == true_top(day, 4)
+        assert top_viewers(redis_client, "week") == true_top(week, 4)
 
 
 # One merge call: the EVALSHA, the pending set's marker out (an SREM), an SPOP of the slice, one ZADD

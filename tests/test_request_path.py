@@ -10,11 +10,11 @@ import json
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import override_settings
 from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
-from activity import clock, metrics
+from activity import clock
 from activity.calendar import day_name, day_of
 from activity.events import Event
 from activity.services import ingest, last_seen, tracking
@@ -22,15 +22,14 @@ from activity.services.tracking import batches, fail_open
 from activity.store import keys
 from activity.web.api import authentication
 from project.redis_server import free_port
+from tests.clients import APIClient
 from tests.conftest import with_permissions
+from tests.last_seen_state import stored
 from tests.redis_counts import CommandDelta
+from tests.redis_probe import round_trips
 
 pytestmark = pytest.mark.django_db
 EVENTS = "/api/v1/events/"
-
-
-def round_trips() -> float:
-    return metrics.REDIS_ROUND_TRIPS._value.get()
 
 
 @pytest.fixture
@@ -54,6 +53,7 @@ def post(api: APIClient, events: list[dict]) -> object:
 @pytest.fixture
 def batched(monkeypatch):
     """The process's tracking batches as in production, sent only when the test flushes them."""
+    monkeypatch.setattr(tracking, "batches", batches)
     monkeypatch.setattr(tracking, "BATCH_MS", 60_000)
     yield batches
     batches.flush()
@@ -156,7 +156,7 @@ def test_a_request_refused_before_redis_records_no_caller_activity(machine, redi
     user, _, api = machine
     assert post(api, [{"user": "bad id!"}]).status_code == 400
     assert last_seen.get(str(user.pk)) is None
-    assert redis_client.zcard(f"{settings.ACTIVITY_KEY_PREFIX}{{ls}}:seen") == 0
+    assert stored(redis_client) == {}
 
 
 def test_a_deleted_token_works_at_most_its_cache_ttl_in_another_process(machine, redis_client, monkeypatch):
@@ -165,7 +165,8 @@ def test_a_deleted_token_works_at_most_its_cache_ttl_in_another_process(machine,
     monkeypatch.setattr(clock, "now", lambda: now)
     assert post(api, [{"user": "a"}]).status_code == 202
     # Deleted by another process: no signal reaches this one, so its cached copy serves until the TTL.
-    Token.objects.filter(pk=token.pk)._raw_delete(Token.objects.db)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {Token._meta.db_table} WHERE key = %s", [token.key])
     assert post(api, [{"user": "a"}]).status_code == 202
     monkeypatch.setattr(clock, "now", lambda: now + authentication.TOKEN_CACHE_TTL + 0.001)
     assert post(api, [{"user": "a"}]).status_code == 401

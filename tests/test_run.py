@@ -1,12 +1,15 @@
 """``make run``'s runner (``python -m project.run``), started for real: a child that exits is started again
-while the others keep serving, the children go when the runner is killed, and a port already served
-is refused. The runner uses this run's Redis and key prefix, and a database of its own."""
+while the others keep serving, the children go when the runner is killed, a port already served
+is refused, granian starts as many workers as the machine has CPUs without a warning, and commands
+in a second terminal use the private Redis the runner started. The runner uses this run's Redis and
+key prefix (but in that last test), and a database of its own."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,9 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from django.conf import settings
 
 from project.redis_server import free_port
+from project.serving import default_workers
 from tests.celery_procs import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,12 +32,14 @@ pytestmark = pytest.mark.celery
 
 
 class Runner:
-    """``python project/run.py`` in a process group of its own, its output in a file."""
+    """``python project/run.py`` in a process group of its own, its output in a file; from the
+    checkout at ``root``, with ``env`` over this process's environment."""
 
-    def __init__(self, tmp: Path, port: int) -> None:
+    def __init__(self, tmp: Path, port: int, root: Path = ROOT, env: dict[str, str] | None = None) -> None:
         self.port, self.log = port, tmp / "run.log"
         env = {
             **os.environ,
+            **(env or {}),
             "PORT": str(port),
             "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
             "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
@@ -44,7 +51,7 @@ class Runner:
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "project.run"],
-                cwd=ROOT,
+                cwd=root,
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -79,15 +86,19 @@ class Runner:
                 os.killpg(pid, signal.SIGKILL)
 
 
+def wait_until_serving(started: Runner) -> None:
+    try:
+        wait_for(started.healthy, timeout=90, what="make run to serve")
+        wait_for(lambda: "ready" in started.output(), timeout=30, what="the Celery worker")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; its output:\n{started.output()[-3000:]}") from None
+
+
 @pytest.fixture
 def runner(tmp_path: Path) -> Iterator[Runner]:
     started = Runner(tmp_path, free_port())
     try:
-        try:
-            wait_for(started.healthy, timeout=90, what="make run to serve")
-            wait_for(lambda: "ready" in started.output(), timeout=30, what="the Celery worker")
-        except AssertionError as error:
-            raise AssertionError(f"{error}; its output:\n{started.output()[-3000:]}") from None
+        wait_until_serving(started)
         yield started
     finally:
         started.stop()
@@ -137,3 +148,59 @@ def test_a_port_already_served_is_refused(tmp_path):
         refused = Runner(tmp_path, taken.getsockname()[1])
         assert refused.process.wait(timeout=30) == 1
     assert "is already served, by something that accepts connections but does not answer HTTP" in refused.output()
+
+
+def test_the_web_server_starts_a_worker_per_cpu_without_a_warning(runner):
+    workers = default_workers()
+    assert workers <= os.cpu_count()  # granian warns when the workers outnumber the machine's CPUs
+    output = runner.output()
+    assert f"Spawning worker-{workers} " in output and f"Spawning worker-{workers + 1} " not in output
+    assert "[WARNING]" not in output, output
+
+
+def a_checkout(tmp: Path) -> Path:
+    """A checkout of the example project of its own (its ``var/``, where make run keeps its private
+    Redis's data and URL): ``project/`` and ``manage.py`` copied, the rest linked."""
+    root = tmp / "checkout"
+    shutil.copytree(ROOT / "project", root / "project", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "manage.py", root)
+    for name in ("activity", "lua", "tasks"):
+        (root / name).symlink_to(ROOT / name)
+    return root
+
+
+def test_commands_in_a_second_terminal_use_the_redis_make_run_started(tmp_path):
+    """With nothing answering at REDIS_URL the runner starts a private redis-server; a command run
+    beside it without REDIS_URL (the README's second terminal) finds that server, writes into it,
+    and once the runner has stopped, no longer names it."""
+    root = a_checkout(tmp_path)
+    nothing = f"redis://127.0.0.1:{free_port()}/0"
+    standalone = {"ACTIVITY_REDIS_CLUSTER": "0"}  # the server make run starts is one redis-server, on any pass
+    started = Runner(tmp_path, free_port(), root, {"REDIS_URL": nothing, **standalone})
+    second_terminal = {name: value for name, value in os.environ.items() if name != "REDIS_URL"} | standalone
+    second_terminal["DATABASE_URL"] = f"sqlite:///{tmp_path / 'db.sqlite3'}"
+
+    def manage(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=root, env=second_terminal, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    def named() -> str:  # the Redis a command would use (shell runs no system check: nothing connects)
+        return manage(
+            "shell", "--no-imports", "-c", "from activity import conf; print(conf.get('REDIS_URL'))"
+        ).stdout.strip()
+
+    try:
+        wait_until_serving(started)
+        private = re.search(r"started a private redis-server \(.+?\) at (\S+);", started.output()).group(1)
+        assert private != nothing and named() == private
+        demo = manage("activity_demo", "--users", "3", "--days", "1")
+        assert "activity.W003" not in demo.stdout + demo.stderr  # nothing said about a Redis that does not answer
+        with redis.Redis.from_url(private) as client:
+            assert any(client.scan_iter(match=f"{os.environ['ACTIVITY_KEY_PREFIX']}*", count=1000))
+    finally:
+        started.stop()
+    assert not (root / "var" / "redis.url").exists()
+    assert named() == "redis://127.0.0.1:6379/0"  # the default again

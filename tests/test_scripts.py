@@ -5,37 +5,61 @@ from __future__ import annotations
 
 import codecs
 import re
+import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 import redis
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
 from activity import calendar, clock, conf
 from activity.events import Event
-from activity.services import ingest, privacy, recommendations, reports
+from activity.services import (
+    audience,
+    flush,
+    groups,
+    idempotency,
+    ingest,
+    last_seen,
+    locks,
+    privacy,
+    recommendations,
+    reports,
+    sessions,
+    sweep,
+)
 from activity.store import keys
 from activity.store import last_seen as store
 from activity.store import sessions as sessions_store
 from activity.store.client import StandaloneClient, is_cluster
 from activity.store.scripts import LUA_DIR, LuaScript
 from project.redis_server import PrivateRedis
+from tests.last_seen_state import stored
 from tests.redis_counts import CommandDelta
 
 
 def _queue_and_run(client, transaction: bool, scores) -> list:
+    """(how many moved, ZCARD of the partition of the first user) from one pipeline."""
     pipe = client.pipeline(transaction=transaction)
-    moved_at = store.queue_update(pipe, scores, now=1.0)
-    pipe.zcard(keys.last_seen())
+    moved = store.queue_update(pipe, scores, now=1.0)
+    pipe.zcard(store.partition_of(next(iter(scores))).seen)
     results = pipe.execute()
-    return [sum(results[at] for at in moved_at), results[-1]]
+    return [moved.value, results[-1]]
+
+
+def _plain_call(client, user: str, ts: float) -> int:
+    """One script call outside a pipeline, as ``prune`` makes them: redis-py recovers from NOSCRIPT."""
+    part = store.partition_of(user)
+    return store.ZADD_UNLESS_SMALLER(client, [part.seen, part.dirty, part.tombstones], ["1", repr(ts), user])
 
 
 def test_plain_call_after_script_flush(redis_client):
     redis_client.script_flush()
-    assert store.update(redis_client, {"a": 10.0}, now=1.0) == 1
+    assert _plain_call(redis_client, "a", 10.0) == 1
     redis_client.script_flush()
-    assert store.update(redis_client, {"a": 11.0}, now=1.0) == 1
+    assert _plain_call(redis_client, "a", 11.0) == 1
     assert store.get(redis_client, "a") == 11.0
 
 
@@ -44,11 +68,11 @@ def test_pipelines_after_script_flush(redis_client):
         redis_client.script_flush()
         assert _queue_and_run(redis_client, transaction, {f"t{transaction}": 5.0})[0] == 1
     # The other commands of the pipeline ran exactly once: one new member per pipeline.
-    assert redis_client.zcard(keys.last_seen()) == 2
+    assert len(stored(redis_client)) == 2
 
 
 def test_pipeline_costs_no_script_exists_round_trip(redis_client):
-    store.update(redis_client, {"warm": 1.0}, now=1.0)  # the script is loaded
+    _queue_and_run(redis_client, False, {"warm": 1.0})  # the script is loaded
     with CommandDelta(redis_client) as delta:
         _queue_and_run(redis_client, False, {"b": 2.0})
     assert delta.calls["evalsha"] == 1
@@ -59,17 +83,19 @@ def test_pipeline_costs_no_script_exists_round_trip(redis_client):
 def test_scripts_survive_a_server_restart():
     with PrivateRedis() as server:
         client = StandaloneClient.from_url(server.url, decode_responses=True)
-        assert store.update(client, {"a": 1.0}, now=1.0) == 1
+        assert _plain_call(client, "a", 1.0) == 1
         server.restart()  # nothing persisted: data and script cache are gone
         # The re-run script lands after the pipeline's other commands (here ZCARD saw 0).
         assert _queue_and_run(client, True, {"a": 2.0})[0] == 1
         assert store.get(client, "a") == 2.0
-        assert store.update(client, {"a": 3.0}, now=1.0) == 1
+        assert _plain_call(client, "a", 3.0) == 1
         client.close()
 
 
 # --- every key a script touches is declared in its KEYS --------------------------------------------
 
+# Every script the service loads: fence.lua runs only joined before a fenced one (store.scripts).
+SCRIPTS = sorted(path.stem for path in LUA_DIR.glob("*.lua") if path.stem != "fence")
 MONITOR_ARGUMENT = re.compile(rb'"((?:[^"\\]|\\.)*)"')
 
 
@@ -82,13 +108,15 @@ def _monitor_line(line: bytes) -> tuple[bytes, list[bytes]]:
     return who.split(b" ", 1)[1], [codecs.escape_decode(argument)[0] for argument in arguments]
 
 
-def script_calls(server: redis.Redis, work: Callable[[], None]) -> list[tuple[str, list[bytes], list[list[bytes]]]]:
-    """(script SHA, its KEYS, the commands it ran) for every EVALSHA ``server`` ran during ``work``,
-    as MONITOR reports them: the commands a script runs follow the script's own line."""
-    lines: list[bytes] = []
-    ready = threading.Event()
+def script_calls(
+    servers: Sequence[redis.Redis], work: Callable[[], None]
+) -> list[tuple[str, list[bytes], list[list[bytes]]]]:
+    """(script SHA, its KEYS, the commands it ran) for every EVALSHA ``servers`` ran during ``work``,
+    as each one's MONITOR reports them: the commands a script runs follow the script's own line."""
+    logs: list[list[bytes]] = [[] for _ in servers]
+    watching = [threading.Event() for _ in servers]
 
-    def watch() -> None:
+    def watch(server: redis.Redis, lines: list[bytes], ready: threading.Event) -> None:
         with server.monitor() as monitor:
             ready.set()
             while True:
@@ -97,23 +125,27 @@ def script_calls(server: redis.Redis, work: Callable[[], None]) -> list[tuple[st
                     return
                 lines.append(line)
 
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    ready.wait(5)
+    watchers = [threading.Thread(target=watch, args=args) for args in zip(servers, logs, watching, strict=True)]
+    for watcher, ready in zip(watchers, watching, strict=True):
+        watcher.start()
+        ready.wait(5)
     try:
         work()
     finally:
-        server.echo("monitor-end")
-        watcher.join(10)
+        for server, watcher in zip(servers, watchers, strict=True):
+            server.echo("monitor-end")
+            watcher.join(10)
     calls: list[tuple[str, list[bytes], list[list[bytes]]]] = []
-    for who, arguments in map(_monitor_line, lines):
-        if who == b"lua" and calls:
-            calls[-1][2].append(arguments)
-        elif arguments and arguments[0].upper() == b"EVALSHA":
-            declared = int(arguments[2])
-            calls.append((arguments[1].decode(), arguments[3 : 3 + declared], []))
-        elif calls:
-            calls.append(("", [], []))  # a client's command: what follows is not a script's
+    for lines in logs:
+        calls.append(("", [], []))  # another server's log: what follows is not the last one's script
+        for who, arguments in map(_monitor_line, lines):
+            if who == b"lua":
+                calls[-1][2].append(arguments)
+            elif arguments and arguments[0].upper() == b"EVALSHA":
+                declared = int(arguments[2])
+                calls.append((arguments[1].decode(), arguments[3 : 3 + declared], []))
+            else:
+                calls.append(("", [], []))  # a client's command: what follows is not a script's
     return [call for call in calls if call[0]]
 
 
@@ -124,6 +156,23 @@ def keys_of(server: redis.Redis, command: list[bytes]) -> set[str]:
     except redis.ResponseError:  # a command without keys
         return set()
     return {key if isinstance(key, str) else key.decode(errors="replace") for key in found}
+
+
+def script_names() -> dict[str, str]:
+    """The name of each script of ``lua/`` by the SHA it runs under: a fenced one's is the SHA of
+    ``fence.lua`` joined with it (``LuaScript.sha``), the one SHA it is ever called by."""
+    return {script.sha: script.name for script in map(LuaScript, SCRIPTS)}
+
+
+def undeclared(server: redis.Redis, calls: list[tuple[str, list[bytes], list[list[bytes]]]]) -> set[tuple[str, str]]:
+    """(script, key) for each key a script's commands in ``calls`` named outside its KEYS."""
+    names = script_names()
+    return {
+        (names.get(sha, sha), key)
+        for sha, declared, commands in calls
+        for command in commands
+        for key in keys_of(server, command) - {key.decode(errors="replace") for key in declared}
+    }
 
 
 @pytest.mark.django_db
@@ -167,22 +216,77 @@ def test_every_key_a_script_touches_is_declared_in_its_keys(redis_client, monkey
         recommendations.top_next(calendar.day_of(now), ["/p1", "/p9"])
         privacy.erase("u2")
 
-    calls = script_calls(server, work)
+    calls = script_calls([server], work)
     ran = {sha for sha, _, _ in calls}
     own = ["session_record", "page_counts", "viewer_names", "viewer_rank", "report_by_name", "recommend"]
     own += ["next_cdf", "next_pick", "next_top", "erase"]
     assert {LuaScript(name).sha for name in own} <= ran  # each of them ran here
-    names = {LuaScript(path.stem).sha: path.stem for path in LUA_DIR.glob("*.lua")}
-    undeclared = {
-        (names.get(sha, sha), key)
-        for sha, declared, commands in calls
-        for command in commands
-        for key in keys_of(server, command) - {key.decode(errors="replace") for key in declared}
-    }
+    found = undeclared(server, calls)
     server.close()
-    assert undeclared == set()
+    assert found == set()
     trims = [command[0].upper() for _, _, commands in calls for command in commands]
     assert b"ZREMRANGEBYRANK" in trims and b"ZMSCORE" in trims  # the caps' trims ran too
     # Late views went in, and the steps they split were looked up to be taken back.
     take_backs = [c for _, _, commands in calls for c in commands if c[0].upper() == b"ZSCORE" and b":next:" in c[1]]
     assert b"LINSERT" in trims and take_backs
+
+
+@pytest.mark.django_db
+def test_every_script_runs_and_touches_only_declared_keys(redis_client, django_capture_on_commit_callbacks):
+    """Each script of ``lua/`` runs at least once through the service's own paths (so a script added
+    without one here fails), and every key its commands name is among its KEYS: membership and group
+    views with their live update, a batch with anonymous visitors, an idempotent one (the fenced
+    page-view scripts and the record's two), group actives, a session page, an online page after a
+    cursor, a flush under its lock, a prune, the last-seen upgrade, the sweep, a rollup, reports,
+    recommendations and an erase. A MONITOR on every primary of a cluster, so every script is seen."""
+    users = get_user_model().objects.bulk_create(get_user_model()(username=f"s{n}") for n in range(3))
+    ids = [str(user.pk) for user in users]
+    group = Group.objects.create(name="scripts")
+    now = clock.now()
+    day = calendar.day_of(now)
+    # What earlier releases left: the sweep merges a legacy first-visit hash and gives a key without
+    # a TTL one; the upgrade moves last seen out of the one-set layout.
+    redis_client.hset(keys.visitor_seen(3, 7), secrets.token_bytes(16), calendar.day_number(day))
+    redis_client.set(f"{keys.prefix()}no-such-family:1", "1")
+    redis_client.zadd(keys.unpartitioned_last_seen(), {"earlier": now - 60})
+
+    def work() -> None:
+        with django_capture_on_commit_callbacks(execute=True):
+            group.user_set.add(*users)
+        assert groups.members_page(group.pk, 0, 10) is not None  # the view is built and published
+        events = [Event(user, now, f"/p{n}") for n, user in enumerate(ids)]
+        ingest.record_events(events, visitors=[(secrets.token_hex(16), now)], names={ids[0]: "s0"})
+        ingest.record_events([Event(ids[0], now + 1, "/p1")])  # a transition
+        idempotency.once(
+            "scripts-test",
+            "key",
+            {},
+            lambda fence: {"n": ingest.record_events([Event(ids[1], now + 2, "/p2")], fence=fence).accepted},
+        )
+        assert groups.active_members(group.pk, "day") is not None
+        assert sessions.page(ids[0]) is not None
+        assert last_seen.online_page(limit=1, after=(now + 2, ids[1]))[0]
+        with locks.exclusive_job("flush") as held:
+            assert held and flush.flush().flushed
+        last_seen.prune()
+        assert last_seen.upgrade() == 1
+        assert sweep.sweep().merged == 1
+        audience.rollup_day(day)
+        reports.page("active-by-name")
+        reports.page("most-active")
+        recommendations.for_user(ids[0])
+        recommendations.next_pages("/p0", 1)
+        recommendations.top_next(day, ["/p0"])
+        privacy.erase(ids[2])
+
+    if is_cluster(redis_client):
+        servers = [redis.Redis(host=node.host, port=node.port) for node in redis_client.get_primaries()]
+    else:
+        servers = [redis.Redis.from_url(conf.get("REDIS_URL"))]
+    calls = script_calls(servers, work)
+    names = script_names()
+    assert sorted({names.get(sha, sha) for sha, _, _ in calls}) == SCRIPTS  # each ran, and nothing else
+    found = undeclared(servers[0], calls)
+    for server in servers:
+        server.close()
+    assert found == set()

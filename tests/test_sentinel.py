@@ -29,7 +29,7 @@ import pytest
 from celery import Celery
 from django.conf import settings
 from django.db import connections
-from django.test import Client, override_settings
+from django.test import override_settings
 
 from activity.conf import SentinelURL, celery_redis, parse_sentinel_url
 from activity.models import UserActivity
@@ -37,6 +37,7 @@ from activity.services import flush, tracking
 from activity.store.client import SENTINEL_RECHECK_S
 from project.redis_server import PrivateSentinels, sentinel_binary
 from tests.celery_procs import worker
+from tests.clients import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = "/api/v1/events/"

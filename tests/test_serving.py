@@ -1,5 +1,6 @@
 """The production server (``project/serving.py`` starting granian, ``project/asgi.py`` in front of
-Django): slow clients cannot starve it, its limits answer as documented, new connections spread
+Django): Django runs on one thread of its own once a body is whole, keeping its database
+connection; slow clients cannot starve it, its limits answer as documented, new connections spread
 across the workers, and the collector's freezes (a worker's boot, then its first requests)."""
 
 from __future__ import annotations
@@ -8,10 +9,13 @@ import asyncio
 import collections
 import gc
 import http.client
+import io
+import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -19,9 +23,11 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import connections
+from django.db.backends.signals import connection_created
 
 from bench.slow_clients import HOST, serve, siege
-from project.asgi import Front, Message
+from project.asgi import Front, Message, OneThread, django_application, wsgi_environ
 from project.redis_server import free_port
 from project.serving import granian_command
 
@@ -106,6 +112,122 @@ def test_a_worker_collects_then_freezes_at_boot_and_again_at_its_nth_request(tha
     assert walked(later)  # and only once
 
 
+def scope(headers: list[tuple[bytes, bytes]]) -> dict:
+    """An ASGI HTTP scope as granian gives one."""
+    return {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "POST",
+        "path": "/p",
+        "query_string": b"q=1",
+        "root_path": "",
+        "scheme": "http",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+
+
+class Chunks(list):
+    """A WSGI answer that records its ``close()`` (Django's request_finished)."""
+
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_django_runs_on_one_thread_of_its_own_once_the_body_is_whole():
+    """Every request runs on the same thread, not the event loop's, once per request, after the
+    body's last message, reading all of it; its answer goes out in one body message, and it is
+    closed."""
+    answer = Chunks([b"an ", b"answer"])
+    calls: list[tuple[int, bytes, int]] = []
+    pending: list[bytes] = []
+
+    def wsgi(environ: dict, start_response) -> Chunks:
+        calls.append((threading.get_ident(), environ["wsgi.input"].read(), len(pending)))
+        start_response("201 Created", [("X-Thing", "1"), ("Content-Type", "text/plain")])
+        return answer
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": pending.pop(0), "more_body": bool(pending)}  # popped first
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    async def serve_two() -> int:
+        app = OneThread(wsgi)
+        for _ in range(2):
+            pending.extend([b"one ", b"two ", b"three"])
+            await asyncio.get_running_loop().create_task(app(scope([]), receive, send))
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(serve_two())
+    assert [body for _, body, _ in calls] == [b"one two three"] * 2 and [left for *_, left in calls] == [0, 0]
+    django_threads = {thread for thread, *_ in calls}
+    assert len(django_threads) == 1 and loop_thread not in django_threads
+    start = {
+        "type": "http.response.start",
+        "status": 201,
+        "headers": [(b"x-thing", b"1"), (b"content-type", b"text/plain")],
+    }
+    assert sent == [start, {"type": "http.response.body", "body": b"an answer"}] * 2
+    assert answer.closed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_requests_of_a_worker_share_one_database_connection():
+    """As the requests of a WSGI thread do: each request runs in a task of its own, as granian runs
+    it, yet Django opens one database connection for all of them (``CONN_MAX_AGE``), not one each."""
+    opened: list[object] = []
+
+    def count(sender: object, connection: object, **kwargs: object) -> None:
+        opened.append(connection)
+
+    async def five_requests() -> list[int]:
+        front = Front(OneThread(django_application), None)
+        statuses: list[int] = []
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: Message) -> None:
+            statuses.extend([message["status"]] if "status" in message else [])
+
+        request = {**scope([(b"host", b"localhost")]), "method": "GET", "path": "/healthz"}
+        for _ in range(5):
+            await asyncio.get_running_loop().create_task(front(request, receive, send))
+        front.app.thread.submit(connections.close_all).result()
+        return statuses
+
+    connection_created.connect(count)
+    try:
+        statuses = asyncio.run(five_requests())
+    finally:
+        connection_created.disconnect(count)
+    assert statuses == [200] * 5 and len(opened) == 1
+
+
+def test_a_worker_imports_the_urlconf_as_it_loads_not_in_its_first_request():
+    """The imports of the views (seconds on a loaded machine) are over before a worker serves."""
+    loaded = "import sys, project.asgi; from django.conf import settings; print(settings.ROOT_URLCONF in sys.modules)"
+    found = subprocess.run([sys.executable, "-c", loaded], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert found.stdout.split() == ["True"]
+
+
+def test_a_header_named_with_an_underscore_never_reaches_django():
+    """``X_Forwarded_For`` would pass for ``X-Forwarded-For`` in the environ: it is dropped."""
+    headers = [(b"x_forwarded_for", b"6.6.6.6"), (b"content-type", b"text/plain"), (b"x-thing", b"1")]
+    environ = wsgi_environ(scope(headers), io.BytesIO())
+    assert "HTTP_X_FORWARDED_FOR" not in environ
+    assert (environ["CONTENT_TYPE"], environ["HTTP_X_THING"], environ["QUERY_STRING"]) == ("text/plain", "1", "q=1")
+    with_it = wsgi_environ(scope([(b"x-forwarded-for", b"1.2.3.4"), *headers]), io.BytesIO())
+    assert with_it["HTTP_X_FORWARDED_FOR"] == "1.2.3.4"
+
+
 def test_freeze_after_zero_leaves_the_collector_alone(thawed):
     front = Front(answer_ok, None, freeze_after=0)
     kept = Node()
@@ -120,14 +242,28 @@ def served(tmp_path_factory) -> Iterator[int]:
     """The example project under granian as ``make run`` starts it (timeouts shortened): its port."""
     port = free_port()
     timeouts = {"WEB_HEADER_TIMEOUT": str(HEADER_TIMEOUT), "WEB_BODY_TIMEOUT": str(BODY_TIMEOUT)}
+    # Django's guard against database calls beside a running event loop on, whatever this process has.
+    guarded = {"DJANGO_ALLOW_ASYNC_UNSAFE": ""}
     server = serve(
-        tmp_path_factory.mktemp("served"), os.environ["REDIS_URL"], port, {"WEB_CONCURRENCY": "2", **timeouts}
+        tmp_path_factory.mktemp("served"),
+        os.environ["REDIS_URL"],
+        port,
+        {"WEB_CONCURRENCY": "2", **timeouts, **guarded},
     )
     try:
         yield port
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_the_served_service_reaches_its_database_with_djangos_async_guard_on(served):
+    """Django runs on no thread with a running event loop, where its guard would refuse database
+    calls: /healthz reads the database."""
+    connection = http.client.HTTPConnection(HOST, served, timeout=10)
+    connection.request("GET", "/healthz")
+    answer = connection.getresponse()
+    assert (answer.status, json.loads(answer.read())) == (200, {"redis": "ok", "database": "ok"})
 
 
 def test_slow_clients_hold_sockets_not_the_service(served):

@@ -27,7 +27,7 @@ DAY = 86400
 MIDNIGHT = datetime(2026, 11, 26, tzinfo=UTC).timestamp()
 
 
-def at(monkeypatch, now: float) -> float:
+def stop_clock(monkeypatch, now: float) -> float:
     """Stop the clock at ``now``."""
     monkeypatch.setattr(clock, "now", lambda: now)
     return now
@@ -65,7 +65,7 @@ def test_a_view_backdated_two_days_stays_out_of_the_session_and_its_transitions(
         assert answer.status_code == 202
     session = staff_api.get("/api/v1/users/42/session/")
     assert [row["path"] for row in session.data["results"]] == ["/new"]
-    assert staff_api.get("/api/v1/pages/next/?path=/new").status_code == 400  # no page followed /new
+    assert staff_api.get("/api/v1/pages/next/?path=/new").status_code == 404  # no page followed /new
     assert redis_client.zcard(keys.transitions(day(now))) == 0
     # What a late view still updates: its own day's statistics; last seen never moves back.
     then = calendar.day_of(old)
@@ -76,7 +76,7 @@ def test_a_view_backdated_two_days_stays_out_of_the_session_and_its_transitions(
 
 
 def test_a_view_just_older_than_the_window_stays_out_but_one_within_joins(redis_client, monkeypatch):
-    now = at(monkeypatch, round(clock.now(), 3))  # whole milliseconds, as ingest records a ts
+    now = stop_clock(monkeypatch, round(clock.now(), 3))  # whole milliseconds, as ingest records a ts
     window = conf.settings.SESSION_WINDOW
     assert ingest.record_events([Event("u", now - window - 0.001, "/too-old")]).sessions_started == 0
     assert sessions.page("u") is None
@@ -91,7 +91,7 @@ def test_a_view_just_older_than_the_window_stays_out_but_one_within_joins(redis_
 
 
 def test_a_late_view_goes_to_its_place_and_splits_the_step_it_falls_in(redis_client, monkeypatch):
-    now = at(monkeypatch, clock.now())
+    now = stop_clock(monkeypatch, clock.now())
     record("u", "/a", now - 30)
     record("u", "/c", now - 10)
     assert counted("/a", day(now)) == {"/c": 1}
@@ -110,7 +110,7 @@ def test_a_late_view_goes_to_its_place_and_splits_the_step_it_falls_in(redis_cli
 
 
 def test_a_step_taken_back_is_never_created_nor_made_negative(redis_client, monkeypatch):
-    now = at(monkeypatch, clock.now())
+    now = stop_clock(monkeypatch, clock.now())
     with override_settings(ACTIVITY_TRANSITIONS=False):
         record("u", "/a", now - 30)
         record("u", "/c", now - 10)  # /a -> /c never counted
@@ -128,7 +128,7 @@ def test_a_step_taken_back_is_never_created_nor_made_negative(redis_client, monk
 
 
 def test_late_steps_across_midnight_go_to_the_later_views_day(redis_client, monkeypatch):
-    at(monkeypatch, MIDNIGHT + 10)
+    stop_clock(monkeypatch, MIDNIGHT + 10)
     yesterday, today = day(MIDNIGHT - 1), day(MIDNIGHT)
     record("u", "/a", MIDNIGHT - 30)
     record("u", "/c", MIDNIGHT + 5)
@@ -146,7 +146,7 @@ def test_late_steps_across_midnight_go_to_the_later_views_day(redis_client, monk
 
 @override_settings(ACTIVITY_SESSION_MAX_PAGES=3)
 def test_a_full_session_keeps_the_newest_by_ts_and_skips_a_view_older_than_all(redis_client, monkeypatch):
-    now = at(monkeypatch, clock.now())
+    now = stop_clock(monkeypatch, clock.now())
     for n in (1, 2, 3):
         record("u", f"/p{n}", now - 40 + n)
     record("u", "/older", now - 40)  # older than every page kept: the newest three do not include it
@@ -158,7 +158,7 @@ def test_a_full_session_keeps_the_newest_by_ts_and_skips_a_view_older_than_all(r
 
 
 def test_a_late_view_renews_the_session_and_a_batch_in_any_order_is_sorted(redis_client, monkeypatch):
-    now = at(monkeypatch, clock.now())
+    now = stop_clock(monkeypatch, clock.now())
     ingest.record_events([Event("u", now - n, f"/p{n}") for n in range(5)])  # newest first
     assert pages("u") == ["/p4", "/p3", "/p2", "/p1", "/p0"]
     assert redis_client.pttl(keys.session("u")) > (conf.settings.SESSION_WINDOW - 5) * 1000
@@ -192,7 +192,7 @@ def test_sessions_and_transitions_match_the_sorted_history_whatever_the_arrival_
     redis_client, monkeypatch, scenario, now, max_pages
 ):
     delete_own_keys(redis_client)
-    at(monkeypatch, now)
+    stop_clock(monkeypatch, now)
     histories, batches = scenario
 
     def ts(offset: int) -> float:

@@ -16,24 +16,25 @@ from activity import calendar, clock
 from activity.events import Event
 from activity.services import (
     audience,
+    cohorts,
     flush,
     groups,
     health,
+    idempotency,
     ingest,
     locks,
     privacy,
     rate_limits,
     recommendations,
     reports,
-    retention,
     sweep,
     traffic,
 )
-from activity.store import keys
+from activity.store import families, keys
 
 NOON = datetime(2026, 11, 23, 12, tzinfo=UTC).timestamp()
 HOUR, DAY = 3600, 86400
-LONG, GONE = "long-lived", "deleted"
+LONG, GONE, MERGED = "long-lived", "deleted", "merged"
 DRIFT = 30  # seconds a TTL may run down between the sweep and reading it on a loaded machine
 
 # Builder -> (its arguments, what the sweep must do with that key found without a TTL at NOON on
@@ -41,13 +42,16 @@ DRIFT = 30  # seconds a TTL may run down between the sweep and reading it on a l
 # month live until the end of the period's last day + 35 days, page statistics 8 days after a write
 # (weekly ones and names 15), a session 60 s.
 EXPECTED: dict[str, tuple[tuple, str | int]] = {
-    "last_seen": ((), LONG),
-    "last_seen_dirty": ((), LONG),
-    "last_seen_claimed": ((), LONG),
-    "last_seen_partition": ((3,), LONG),
-    "last_seen_dirty_partition": ((3,), LONG),
-    "last_seen_claimed_partition": ((3,), LONG),
-    "visitor_seen": ((3, 7), LONG),
+    "last_seen": ((3,), LONG),
+    "last_seen_dirty": ((3,), LONG),
+    "last_seen_claimed": ((3,), LONG),
+    "unpartitioned_last_seen": ((), LONG),  # an earlier release's, kept until activity_upgrade moves it
+    "unpartitioned_last_seen_dirty": ((), LONG),
+    "unpartitioned_last_seen_claimed": ((), LONG),
+    "visitor_seen": ((3, 7), MERGED),  # legacy first visits: into the current generation, then gone
+    # Generation 206 holds day numbers 20600-20699 (2026-05-27 to 2026-09-03; 2026-11-23 is day
+    # 20780): 400 days past the 3rd of September 2026 end at midnight on 2027-10-09.
+    "visitor_generation": ((3, 206), 320 * DAY - 12 * HOUR),
     "lock": (("job:flush",), GONE),
     "lock_signal": (("job:flush",), GONE),
     "health": ((), GONE),
@@ -58,11 +62,10 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "unique_visitors_week": (("2026W48",), 42 * DAY - 12 * HOUR),  # Sunday 29th + 36 days
     "unique_visitors_month": (("202611",), 43 * DAY - 12 * HOUR),  # the 30th + 36 days
     "active_bits": (("20261020",), 2 * DAY - 12 * HOUR),
-    "active_hll": (("20261001",), GONE),  # out of retention: no writer renews it
     "active_bits_week": (("2026W47",), 35 * DAY - 12 * HOUR),  # ended Sunday 22nd
     "active_bits_month": (("202610",), 13 * DAY - 12 * HOUR),  # ended October 31st
-    "active_hll_week": (("2026W48",), 42 * DAY - 12 * HOUR),
-    "active_hll_month": (("202609",), GONE),  # out of retention
+    "dense_ids": ((), LONG),
+    "dense_ids_next": ((), LONG),
     "session": (("42",), 60),
     "display_name": (("42",), 15 * DAY),
     "sessions_started": (("20261123",), 8 * DAY),
@@ -95,12 +98,16 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "first_moved": (("20260401",), GONE),  # out of retention: no writer renews it
     "cohort_scratch": (("ab12", "cohort"), GONE),
     "retention_table": (("first_seen:day:7:7:all:20261123",), GONE),
+    "idempotency": (("ab12",), GONE),
 }
 # Functions of keys.py that build no key of their own: SORT / SCAN patterns and the declarations.
 HELPERS = {
     "prefix",
     "day_ttl",
     "cohort_ttl",
+    "generation_of",
+    "generation_ttl",
+    "live_generations",
     "sweep_pattern",
     "family",
     "family_of",
@@ -123,8 +130,8 @@ def plant(client, key: str, redis_type: str) -> None:
     }[redis_type]()
 
 
-def builders() -> dict[str, keys.Family]:
-    return {fam.builder.__name__: fam for fam in keys.FAMILIES if fam.builder is not None}
+def builders() -> dict[str, families.Family]:
+    return {fam.builder.__name__: fam for fam in families.FAMILIES if fam.builder is not None}
 
 
 def test_every_builder_declares_a_family_whose_pattern_it_builds():
@@ -139,7 +146,7 @@ def test_every_builder_declares_a_family_whose_pattern_it_builds():
         placeholders = {param: f"<{param}>" for param in inspect.signature(fam.builder).parameters}
         assert fam.builder(**placeholders) == keys.prefix() + fam.pattern, name
         key = fam.builder(*EXPECTED[name][0])
-        matching = [other.builder for other in keys.FAMILIES if other.regex.fullmatch(key[len(keys.prefix()) :])]
+        matching = [other.builder for other in families.FAMILIES if other.regex.fullmatch(key[len(keys.prefix()) :])]
         assert matching == [fam.builder], key  # exactly one family claims it
 
 
@@ -159,9 +166,10 @@ def test_sweep_gives_each_family_what_its_writers_give(redis_client, monkeypatch
             redis_client.set(key, "1")
     result = sweep.sweep(count=10)
     outcomes = list(planted.values())
-    assert (result.repaired, result.deleted) == (
-        len(planted) - outcomes.count(LONG) - outcomes.count(GONE),
+    assert (result.repaired, result.deleted, result.merged) == (
+        len(planted) - outcomes.count(LONG) - outcomes.count(GONE) - outcomes.count(MERGED),
         outcomes.count(GONE),
+        outcomes.count(MERGED),
     )
     # SCAN returns every key at least once, and a key twice when the keyspace was rehashing between
     # two steps (seen on a cluster node still shrinking after earlier tests): a second look counts
@@ -172,22 +180,18 @@ def test_sweep_gives_each_family_what_its_writers_give(redis_client, monkeypatch
         ttl = redis_client.ttl(key)
         if outcome == LONG:
             assert ttl == -1, key
-        elif outcome == GONE:
+        elif outcome in (GONE, MERGED):
             assert ttl == -2, key
         else:
             assert outcome - DRIFT <= ttl <= outcome, (key, ttl, outcome)
 
 
 def snapshot(client) -> dict[str, int]:
-    return {key: client.ttl(key) for key in client.scan_iter(match=keys.sweep_pattern(), count=1000)}
+    return {key: client.ttl(key) for key in client.scan_iter(match=families.sweep_pattern(), count=1000)}
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("partitions", [1, 4])
-def test_nothing_any_service_path_writes_is_repaired(
-    redis_client, django_capture_on_commit_callbacks, settings, partitions
-):
-    settings.ACTIVITY_LAST_SEEN_PARTITIONS = partitions
+def test_nothing_any_service_path_writes_is_repaired(redis_client, django_capture_on_commit_callbacks):
     users = get_user_model().objects.bulk_create(get_user_model()(username=f"u{i}") for i in range(3))
     ids = [str(user.pk) for user in users]
     group = Group.objects.create(name="team")
@@ -205,6 +209,12 @@ def test_nothing_any_service_path_writes_is_repaired(
     ingest.record_events([Event(user="alice", ts=now + 0.6, path="/a")], names={"alice": "Alice"})  # renamed
     ingest.record_events([Event(user="gone", ts=now, path="/x")])
     privacy.erase("gone")  # tombstones
+    idempotency.once(  # a kept answer
+        "sweep-test",
+        "key",
+        {},
+        lambda fence: {"n": ingest.record_events([Event("i", now, "/i")], fence=fence).accepted},
+    )
     ingest.record_events([], kind=traffic.BOT)  # the day's bots and machines
     assert recommendations.for_user("alice") == []  # computed and cached for alice's session
     assert recommendations.next_pages("/pricing", 1)[1] == ["/checkout"]  # cumulative copy, lock
@@ -212,7 +222,7 @@ def test_nothing_any_service_path_writes_is_repaired(
     ingest.record_events([Event(user=ids[1], ts=now + 1)])  # a live update of the view
     audience.stats()  # week and month unions
     ingest.record_events([Event(user=ids[2], ts=now - 2 * DAY)])  # late: a first day moved back
-    retention.table(retention.Query(group=group.pk))  # a cached table, its lock; scratch bitmaps gone
+    cohorts.table(cohorts.Query(group=group.pk))  # a cached table, its lock; scratch bitmaps gone
     for name, _ in reports.catalogue():
         for period in ("day", "week"):
             reports.page(name, period)  # copies, read list, rebuild lock and its announcement
@@ -233,24 +243,24 @@ def test_nothing_any_service_path_writes_is_repaired(
     assert after.keys() == before.keys()
     found = {}
     for key, ttl in before.items():
-        declared = keys.family_of(key)
+        declared = families.family_of(key)
         assert declared is not None, key  # every key written is of a declared family
         fam = declared[0]
         found[fam.pattern] = fam
         assert types[key] == fam.redis_type, key
         assert (ttl == -1) == (fam.lifetime.kind == "long-lived"), (key, ttl)
         assert before[key] - DRIFT <= after[key] <= before[key], key  # only time passed
-    unwritten = {fam.pattern for fam in keys.FAMILIES} - set(found)
+    unwritten = {fam.pattern for fam in families.FAMILIES} - set(found)
     # Every family was written, except those that exist only mid-flush or mid-build, and the
-    # last-seen layout (unpartitioned or partitioned) not in use.
-    unpartitioned = {"{ls}:seen", "{ls}:dirty", "{ls}:claimed"}
-    partitioned = {"{ls:<partition>}:seen", "{ls:<partition>}:dirty", "{ls:<partition>}:claimed"}
-    in_use, other = (unpartitioned, partitioned) if partitions == 1 else (partitioned, unpartitioned)
-    claimed = next(pattern for pattern in in_use if pattern.endswith(":claimed"))
-    assert unwritten == other | {
-        claimed,
+    # last-seen layout of earlier releases, which only the upgrade reads.
+    assert unwritten == {
+        "{ls}:seen",
+        "{ls}:dirty",
+        "{ls}:claimed",
+        "{ls:<partition>}:claimed",
         "{grp}:build:<group_id>:<token>",
         "{au}:group-and",  # written and deleted inside one script call
         "{pv}:report:<report_id>:candidates",  # a SORT's input, deleted in its MULTI (none on a cluster)
         "{au}:scratch:<token>:<name>",  # a retention table's intermediates, deleted by its build
+        "{vis:<shard>}:seen:<partition>",  # first visits of releases before generations
     }

@@ -21,8 +21,9 @@ from activity.events import Event
 from activity.models import DailyRollup
 from activity.services import audience, ingest, privacy, recommendations, reports, sessions
 from activity.store import keys
-from activity.store.keys import KEEP_DAYS
+from activity.store.lifetimes import KEEP_DAYS
 from tests.conftest import local_midnight
+from tests.traces import dense_id
 
 PANEL = reverse("admin:activity-dashboard-panel")
 
@@ -89,7 +90,8 @@ def test_each_figure_lands_on_the_local_day_of_its_event(case, at, redis_client,
             landed = [(user, path) for _, user, path, expected in events if expected == current]
             users = {user for user, _ in landed}
             bitmap = keys.active_bits(calendar.day_name(current))
-            assert {user for user in first_day if redis_client.getbit(bitmap, int(user))} == users  # DAU
+            dense = {user: dense_id(redis_client, user) for user in first_day}
+            assert {user for user in first_day if redis_client.getbit(bitmap, dense[user])} == users  # DAU
             assert sessions.page_views(current) == len(landed)
             assert sorted(sessions.top_paths(current)) == sorted(Counter(path for _, path in landed).items())
             row = audience.rollup_day(current)
@@ -170,8 +172,8 @@ def test_a_new_zone_applies_to_new_days_and_past_days_keep_their_keys(at, redis_
         at(late)
         ingest.record_events([Event(user="2", ts=late, path="/y")])
         assert audience.stats().day == date(2026, 11, 24)
-        assert redis_client.getbit(keys.active_bits("20261123"), 1) == 1
-        assert redis_client.getbit(keys.active_bits("20261124"), 2) == 1
+        assert redis_client.getbit(keys.active_bits("20261123"), dense_id(redis_client, "1")) == 1
+        assert redis_client.getbit(keys.active_bits("20261124"), dense_id(redis_client, "2")) == 1
         assert sessions.page_views(date(2026, 11, 23)) == 1
         assert sessions.page_views(date(2026, 11, 24)) == 1
         row = audience.rollup_day(date(2026, 11, 24))  # the day in progress

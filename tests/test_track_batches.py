@@ -9,27 +9,30 @@ import time
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client, override_settings
+from django.test import override_settings
+from prometheus_client import REGISTRY
 from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
-from activity import clock, metrics
+from activity import clock
 from activity.calendar import day_name, day_of
 from activity.services import audience, last_seen, sessions, tracking, traffic
 from activity.services.tracking import batches, fail_open
 from activity.store import keys
 from project.redis_server import free_port
+from tests.clients import APIClient, Client
 from tests.conftest import with_permissions
+from tests.last_seen_state import stored
 from tests.redis_counts import CommandDelta
+from tests.redis_probe import round_trips
 from tests.test_commands import subprocess_env
-from tests.test_request_path import round_trips
 
 pytestmark = [pytest.mark.urls("tests.pages"), pytest.mark.django_db]
 
 
 def hold(monkeypatch, batch_ms: int = 60_000, size: int = 1000) -> None:
-    """The thread waits a minute before sending on its own, so what a test sees waiting is what its
-    requests left, until it flushes."""
+    """Production's batches, whose thread waits a minute before sending on its own, so what a test
+    sees waiting is what its requests left, until it flushes."""
+    monkeypatch.setattr(tracking, "batches", batches)
     monkeypatch.setattr(tracking, "BATCH_MS", batch_ms)
     monkeypatch.setattr(tracking, "BATCH_SIZE", size)
 
@@ -72,7 +75,7 @@ def test_many_tracked_pages_are_one_round_trip_and_nothing_is_sent_before(redis_
     assert batches.waiting() == 30
     batches.flush()
     assert round_trips() == before + 1
-    seen = redis_client.zmscore(keys.last_seen(), [user for user, _ in readers])
+    seen = [stored(redis_client).get(user) for user, _ in readers]
     assert None not in seen
     assert all(redis_client.llen(keys.session(user)) == 1 for user, _ in readers)
     assert sessions.page_views(audience.stats().day) == 31  # the warm-up's and the thirty
@@ -86,7 +89,7 @@ def test_late_requests_in_a_batch_never_move_last_seen_back(redis_client, monkey
         monkeypatch.setattr(clock, "now", lambda offset=offset: now + offset)
         client.get("/pricing")
     batches.flush()
-    assert redis_client.zscore(keys.last_seen(), user) == pytest.approx(now + 9.0, abs=0.001)
+    assert stored(redis_client).get(user) == pytest.approx(now + 9.0, abs=0.001)
     assert redis_client.llen(keys.session(user)) == 4
 
 
@@ -94,7 +97,7 @@ def test_the_thread_sends_after_the_batch_time_or_at_the_batch_size(redis_client
     (first, early), (second, full) = browsers(2)
     hold(monkeypatch, batch_ms=20)
     early.get("/pricing")
-    assert eventually(lambda: redis_client.zscore(keys.last_seen(), first) is not None)
+    assert eventually(lambda: stored(redis_client).get(first) is not None)
     hold(monkeypatch, size=3)
     for _ in range(3):
         full.get("/pricing")
@@ -133,23 +136,28 @@ def test_an_api_callers_activity_joins_the_batches_once_its_request_succeeded(re
     assert redis_client.hget(day, "machine") == "2"  # the warm-up's and this round's that succeeded
 
 
+def dropped_so_far() -> float:
+    """Tracked requests dropped so far (``activity_track_dropped``)."""
+    return REGISTRY.get_sample_value("activity_track_dropped_total")
+
+
 def test_a_full_buffer_drops_the_oldest_and_counts_them(redis_client, monkeypatch):
     readers = browsers(8)
-    dropped = metrics.TRACK_DROPPED._value.get()
+    dropped = dropped_so_far()
     hold(monkeypatch)
     monkeypatch.setattr(tracking, "BUFFER_MAX", 5)
     for _, client in readers:
         client.get("/pricing")
     assert batches.waiting() == 5
     batches.flush()
-    assert metrics.TRACK_DROPPED._value.get() == dropped + 3
-    seen = redis_client.zmscore(keys.last_seen(), [user for user, _ in readers])
+    assert dropped_so_far() == dropped + 3
+    seen = [stored(redis_client).get(user) for user, _ in readers]
     assert [score is not None for score in seen] == [False] * 3 + [True] * 5
 
 
 def test_redis_away_drops_what_waits_once_and_pauses_tracking_pages_still_served(redis_client, monkeypatch):
     readers = browsers(5)
-    dropped = metrics.TRACK_DROPPED._value.get()
+    dropped = dropped_so_far()
     dead = f"redis://127.0.0.1:{free_port()}/0"
     hold(monkeypatch)
     monkeypatch.setattr(tracking, "FAIL_OPEN_BACKOFF", 60)
@@ -157,11 +165,11 @@ def test_redis_away_drops_what_waits_once_and_pauses_tracking_pages_still_served
         assert [client.get("/pricing").status_code for _, client in readers[:4]] == [200] * 4
         monkeypatch.setattr(tracking, "BATCH_SIZE", 2)
         batches.flush()  # the first batch of 2 fails: logged, counted, the 2 behind it dropped too
-        assert metrics.TRACK_DROPPED._value.get() == dropped + 4
+        assert dropped_so_far() == dropped + 4
         assert [client.get("/pricing").status_code for _, client in readers] == [200] * 5
         assert batches.waiting() == 0  # paused: these handed nothing over
     assert (fail_open.failures, fail_open.skipped) == (1, 5)  # one try, not one per batch
-    assert redis_client.zmscore(keys.last_seen(), [user for user, _ in readers]) == [None] * 5
+    assert [stored(redis_client).get(user) for user, _ in readers] == [None] * 5
 
 
 def test_a_process_exiting_normally_sends_what_waits(redis_client, monkeypatch):
@@ -177,7 +185,7 @@ assert batches.waiting() == 1
 """
     env = subprocess_env()
     subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=60)
-    assert redis_client.zscore(keys.last_seen(), "leaving") is not None
+    assert stored(redis_client).get("leaving") is not None
     assert redis_client.llen(keys.session("leaving")) == 1
 
 

@@ -1,22 +1,24 @@
-"""People apart from bots and machines, and browsers' opt-out signals (issue 18), through the real
+"""People apart from bots and machines, and browsers' opt-out signals, through the real
 middleware, Redis and database: what each kind of request records, and what it never does."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import timedelta
 
 import pytest
+from crawlerdetect import CrawlerDetect
 from django.core.exceptions import ImproperlyConfigured
-from django.test import Client, override_settings
-from django.test.client import RequestFactory
+from django.test import override_settings
 from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from activity import clock, conf
 from activity.events import Event
 from activity.services import audience, ingest, sessions, traffic
-from activity.store import keys
+from activity.store import families, keys
 from activity.web import middleware
+from tests.clients import APIClient, Client, RequestFactory
+from tests.last_seen_state import stored
 from tests.redis_counts import CommandDelta
 
 pytestmark = [pytest.mark.urls("tests.pages"), pytest.mark.django_db]
@@ -32,7 +34,7 @@ def figures() -> audience.Stats:
 
 
 def our_keys(redis_client) -> set[str]:
-    return set(redis_client.scan_iter(match=keys.sweep_pattern()))
+    return set(redis_client.scan_iter(match=families.sweep_pattern()))
 
 
 def returning_visitor(**headers: str) -> Client:
@@ -82,7 +84,7 @@ def test_a_signed_in_bot_keeps_its_last_seen_but_is_no_page_view_or_active_user(
     bot.force_login(member)
     bot.get("/pricing")
     user = str(member.pk)
-    assert redis_client.zscore(keys.last_seen(), user) is not None
+    assert stored(redis_client).get(user) is not None
     assert redis_client.exists(keys.session(user)) == 0
     stats = figures()
     assert (stats.active_day, stats.bots_day, stats.unique_visitors_day) == (0, 1, 0)
@@ -122,16 +124,26 @@ def test_an_invalid_site_pattern_is_refused_naming_it(pattern):
     assert repr(pattern) in str(refused.value)
 
 
-def test_user_agents_are_classified_once_each_in_a_bounded_cache():
-    detector = traffic._detector(())
-    detector.cache_clear()
-    for n in range(traffic.AGENT_CACHE_SIZE + 500):
-        traffic.is_bot(f"{CHROME} build/{n}")
-    traffic.is_bot(CHROME)
-    traffic.is_bot(CHROME)
-    info = detector.cache_info()
-    assert info.currsize == traffic.AGENT_CACHE_SIZE == info.maxsize
-    assert info.hits >= 1
+def test_user_agents_are_classified_once_each_in_a_bounded_cache(monkeypatch):
+    """crawlerdetect (watched) is asked about an agent once while the process remembers it, and the
+    process remembers the last ``AGENT_CACHE_SIZE`` agents."""
+    asked: Counter[str] = Counter()
+    ask = CrawlerDetect.is_crawler
+
+    def watched(self, user_agent=None):
+        asked[user_agent] += 1
+        return ask(self, user_agent)
+
+    monkeypatch.setattr(CrawlerDetect, "is_crawler", watched)
+    agents = [f"{CHROME} once/{n}" for n in range(traffic.AGENT_CACHE_SIZE + 500)]
+    for agent in agents:
+        traffic.is_bot(agent)
+    traffic.is_bot(agents[-1])
+    assert asked[agents[-1]] == 1  # remembered
+    traffic.is_bot(agents[500])  # the oldest of the last AGENT_CACHE_SIZE
+    traffic.is_bot(agents[499])  # one more: forgotten
+    assert (asked[agents[500]], asked[agents[499]]) == (1, 2)
+    assert set(asked.values()) <= {1, 2} and sum(asked.values()) == len(agents) + 1
 
 
 # --- machines (API tokens) ----------------------------------------------------------------
@@ -147,7 +159,7 @@ def test_a_token_client_is_machine_traffic_last_seen_only(staff, redis_client):
     api = token_client(staff)
     assert api.get("/api/v1/online/").status_code == 200
     user = str(staff.pk)
-    assert redis_client.zscore(keys.last_seen(), user) is not None  # its last seen is recorded
+    assert stored(redis_client).get(user) is not None  # its last seen is recorded
     stats = figures()
     assert (stats.machines_day, stats.bots_day, stats.active_day, stats.unique_visitors_day) == (1, 0, 0, 0)
     assert redis_client.zcard(keys.top_viewers(f"d:{stats.day:%Y%m%d}")) == 0  # never in most-active

@@ -13,24 +13,26 @@ import pytest
 import redis
 from django.conf import settings
 from django.core.signing import Signer
-from django.test import Client, override_settings
+from django.test import override_settings
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from activity import calendar, clock, conf
 from activity.errors import DayOutOfRange
 from activity.events import Event
 from activity.models import DailyRollup
 from activity.schedule import rollup as rollup_schedule
-from activity.services import audience, ingest, traffic
+from activity.services import audience, ingest, sweep, traffic
 from activity.store import audience as store
-from activity.store import keys
+from activity.store import families, keys, lifetimes
 from activity.store.client import get_client
-from activity.store.scripts import LUA_DIR
+from activity.store.last_seen import partition_count
+from activity.store.scripts import LUA_DIR, LuaScript
 from activity.tasks import rollup_day as rollup_task
 from activity.web import middleware
+from tests.clients import APIClient, Client
+from tests.last_seen_state import stored
 from tests.redis_counts import CommandDelta, command_calls
-from tests.redis_probe import counting_sends
+from tests.redis_probe import RoundTrips
 
 NOON = datetime(2026, 11, 23, 12, tzinfo=UTC).timestamp()
 DAY = 86400
@@ -74,16 +76,11 @@ def commandstats(client) -> dict[str, int]:
 
 @pytest.fixture
 def round_trips(redis_client):
-    """Counts requests written to the store's connections (a pipeline is one write). Every script is
-    loaded first, so a test run alone counts no NOSCRIPT recovery."""
+    """Counts the store's round trips (a pipeline is one). Every script is loaded first, so a test run
+    alone counts no NOSCRIPT recovery."""
     for script in LUA_DIR.glob("*.lua"):
-        redis_client.script_load(script.read_bytes())
-    sent = {"n": 0}
-
-    def count() -> None:
-        sent["n"] += 1
-
-    with counting_sends(count):
+        redis_client.script_load(LuaScript(script.stem).source)
+    with RoundTrips() as sent:
         yield sent
 
 
@@ -114,7 +111,7 @@ def test_signed_in_user_is_a_visitor_under_their_user_id_but_anonymous_is_not_a_
     visit(visitor_id(3))
     figures = audience.stats()
     assert (figures.new_visitors_day, figures.unique_visitors_day, figures.active_day) == (2, 2, 1)
-    assert redis_client.zrange(keys.last_seen(), 0, -1) == ["42"]
+    assert list(stored(redis_client)) == ["42"]
 
 
 # --- active users and unique visitors -----------------------------------------------------------
@@ -160,20 +157,123 @@ def test_unique_visitors_within_two_percent_on_100k_ids(at):
         assert abs(estimate - 100_000) <= 2000
 
 
-def test_every_key_has_a_ttl_beyond_a_month_except_the_membership_hashes(at, redis_client):
+def test_every_key_has_a_ttl_beyond_a_month_and_first_visits_one_of_400_to_500_days(at, redis_client):
     ingest.record_events([Event(user="1", ts=NOON), Event(user="bob", ts=NOON)])
     visit(visitor_id(4))
     audience.stats()
-    long_lived = {keys.last_seen(), keys.last_seen_dirty(), keys.first_day()}
+    long_lived = {keys.first_day(), keys.dense_ids(), keys.dense_ids_next()}
+    long_lived |= {key for i in range(16) for key in (keys.last_seen(i), keys.last_seen_dirty(i))}
     found = list(redis_client.scan_iter(match=f"{conf.settings.KEY_PREFIX}*"))
-    assert any(":seen:" in key for key in found)
+    assert any(":gen:" in key for key in found)
     for key in found:
         ttl = redis_client.ttl(key)
-        if key in long_lived or re.search(r"\{vis:\d+\}:seen:", key):
+        if key in long_lived:
             assert ttl == -1, key
+        elif re.search(r"\{vis:\d+\}:gen:", key):  # until 400 days past the end of the generation
+            assert (
+                lifetimes.VISITOR_KEEP_DAYS * DAY
+                < ttl
+                <= (lifetimes.VISITOR_KEEP_DAYS + lifetimes.GENERATION_DAYS) * DAY
+            ), key
         else:  # a day's, week's or month's key: kept past the last day of its period
             assert re.search(r":(day|new|week|month):", key), key
             assert ttl > 32 * DAY, key
+
+
+def test_a_first_visit_is_remembered_400_days_after_the_last_visit_and_forgotten_by_500(at):
+    early, late, moved, gone = (visitor_id(n) for n in range(20, 24))
+    assert sum(visit(visitor) for visitor in (early, late, moved, gone)) == 4
+
+    def visit_on(visitor: str, days: int) -> int:
+        at(NOON + days * DAY)
+        return visit(visitor, NOON + days * DAY)
+
+    assert visit_on(moved, 399) == 0  # the entry moves into the generation of day 399
+    assert visit_on(gone, 399) == 0
+    assert visit_on(early, 400) == 0  # 400 days after its last visit: still remembered
+    assert visit_on(late, 501) == 1  # past the bound: a new visitor again
+    assert visit_on(moved, 399 + 400) == 0  # remembered from its latest visit, not its first
+    assert visit_on(gone, 399 + 501) == 1
+
+
+def test_a_batch_checks_first_visits_in_a_call_per_shard_and_a_known_visitor_in_one_command(at, redis_client):
+    earlier = NOON - 150 * DAY  # generation 206, older than NOON's and still alive
+    at(earlier)
+    ingest.record_events([], visitors=[(visitor_id(n), earlier) for n in range(3000, 3300)])  # in every shard
+    batch = [visitor_id(n) for n in range(2000, 3000)]
+    at(NOON)
+    with CommandDelta(redis_client) as first:
+        assert ingest.record_events([], visitors=[(visitor, NOON) for visitor in batch]).new_visitors == 1000
+    at(NOON + DAY)
+    with CommandDelta(redis_client) as again:
+        assert ingest.record_events([], visitors=[(visitor, NOON + DAY) for visitor in batch]).new_visitors == 0
+    shards = len({store.visitor_home(bytes.fromhex(visitor), calendar.day_of(NOON))[1] for visitor in batch})
+    assert shards == store.VISITOR_SHARDS
+    # A first-visit call per shard and the unique visitors' one, whatever the batch's size.
+    assert first.calls["evalsha"] == again.calls["evalsha"] == shards + 1
+    assert first.calls["hget"] == 1000  # a new id looked up in the one older generation that exists
+    assert (again.calls["hsetnx"], again.calls["hget"]) == (1000, 0)  # a known one: one command
+
+
+def test_a_first_visit_kept_before_generations_is_merged_by_the_sweep_and_keeps_its_day(at, redis_client):
+    kept, early, late = (bytes.fromhex(visitor_id(n)) for n in (30, 31, 32))
+    homes = {visitor: store.visitor_home(visitor, calendar.day_of(NOON))[0] for visitor in (kept, early, late)}
+    legacy = {homes[visitor][-1] for visitor in homes}
+    assert all(re.search(r"\{vis:\d+\}:seen:\d+$", key) for key in legacy)  # the old layout's keys
+    for visitor, day in ((kept, 20000), (early, 20001), (late, 20002)):  # no TTL, as releases before left them
+        redis_client.hset(homes[visitor][-1], visitor, day)
+    # Before the first sweep after the upgrade a returning visitor counts as new, once (CHANGELOG.md).
+    assert visit(early.hex()) == 1
+    redis_client.hset(homes[late][0], late, 20001)  # in both, the generation's day the earlier one
+    assert sweep.sweep().merged == len(legacy)
+    assert redis_client.exists(*legacy) == 0
+    at(NOON + DAY)
+    assert sum(visit(visitor.hex(), NOON + DAY) for visitor in (kept, early, late)) == 0
+    first_days = [redis_client.hget(homes[visitor][0], visitor) for visitor in (kept, early, late)]
+    assert first_days == ["20000", "20001", "20001"]  # the earlier day of both, wherever it was
+    assert all(redis_client.ttl(homes[visitor][0]) > lifetimes.VISITOR_KEEP_DAYS * DAY for visitor in homes)
+
+
+def test_the_sweep_merges_a_legacy_hash_larger_than_one_step(at, redis_client, monkeypatch):
+    monkeypatch.setattr(store, "MERGE_STEP", 100)
+    visitors = [bytes.fromhex(visitor_id(n)) for n in range(1000, 1600)]
+    legacy = keys.visitor_seen(3, 7)
+    redis_client.hset(legacy, mapping=dict.fromkeys(visitors, 20000))
+    assert redis_client.object("encoding", legacy) == "hashtable"  # so HSCAN returns about a step a call
+    with CommandDelta(redis_client) as calls:
+        assert sweep.sweep().merged == 1
+    assert redis_client.exists(legacy) == 0
+    assert redis_client.hlen(keys.visitor_generation(3, lifetimes.generation_of(calendar.day_of(NOON)))) == 600
+    assert 6 <= calls.calls["hscan"] <= 12  # a bounded step a call, then another call
+
+
+@pytest.mark.urls("tests.pages")
+@pytest.mark.django_db
+def test_a_thousand_harvested_cookies_grow_no_long_lived_key_and_expire_within_the_bound(at, redis_client):
+    ingest.record_events([Event(user=str(n), ts=NOON) for n in range(1, 50)])  # long-lived keys exist
+    everything = f"{conf.settings.KEY_PREFIX}*"
+
+    def long_lived() -> dict[str, int]:
+        found = (key for key in redis_client.scan_iter(match=everything, count=1000) if redis_client.ttl(key) == -1)
+        return {key: redis_client.memory_usage(key) for key in found}
+
+    before, kept = set(redis_client.scan_iter(match=everything, count=1000)), long_lived()
+    assert kept
+    harvester = Client()
+    for _ in range(1000):
+        harvester.cookies.clear()
+        harvester.get("/pricing")  # a freshly signed cookie, as the middleware issues it
+        harvester.get("/pricing")  # sent back once: one first visit
+    assert audience.stats().new_visitors_day == 49 + 1000  # signed-in users are visitors too
+    assert long_lived() == kept  # no key without a TTL was created or grew by a byte
+    created = set(redis_client.scan_iter(match=everything, count=1000)) - before
+    assert first_visit_store(redis_client)[1] == 49 + 1000
+    bound = (lifetimes.VISITOR_KEEP_DAYS + lifetimes.GENERATION_DAYS) * DAY  # docs/visitors.md, docs/key-schema.md
+    for key in created:
+        assert families.family_of(key)[0].lifetime.kind != "long-lived", key
+        assert 0 < redis_client.ttl(key) <= bound, key
+        if ":gen:" in key:
+            assert redis_client.ttl(key) > lifetimes.VISITOR_KEEP_DAYS * DAY, key
 
 
 # --- harvest and rollup -------------------------------------------------------------------------
@@ -237,7 +337,7 @@ def test_rollup_refuses_future_and_expired_days(at):
     with pytest.raises(DayOutOfRange):
         audience.rollup_day(date(2026, 11, 24))
     with pytest.raises(DayOutOfRange):
-        audience.rollup_day(date(2026, 11, 23) - timedelta(days=keys.KEEP_DAYS + 1))
+        audience.rollup_day(date(2026, 11, 23) - timedelta(days=lifetimes.KEEP_DAYS + 1))
 
 
 def test_rollup_beat_runs_hourly_so_after_any_local_midnight_and_expires():
@@ -252,8 +352,12 @@ def test_rollup_beat_runs_hourly_so_after_any_local_midnight_and_expires():
 
 
 def first_visit_store(client) -> tuple[int, int, int]:
-    """(hashes, fields, bytes by MEMORY USAGE) of the permanent first-visit store."""
-    found = list(client.scan_iter(match=f"{keys.prefix()}{{vis:*}}:seen:*", count=1000))
+    """(hashes, fields, bytes by MEMORY USAGE) of the first-visit store: generations and legacy."""
+    found = [
+        key
+        for kind in ("gen", "seen")
+        for key in client.scan_iter(match=f"{keys.prefix()}{{vis:*}}:{kind}:*", count=1000)
+    ]
     return len(found), sum(client.hlen(key) for key in found), sum(client.memory_usage(key) for key in found)
 
 
@@ -268,19 +372,19 @@ def test_anonymous_visitor_gets_a_secure_signed_cookie_and_counts_once_it_comes_
     assert int(cookie["max-age"]) == middleware.VISITOR_COOKIE_AGE
     plain = Client(REMOTE_ADDR="203.0.113.9").get("/admin/login/").cookies[middleware.VISITOR_COOKIE_NAME]
     assert not plain["secure"]  # over plain HTTP (a development site), a cookie the browser keeps
-    assert round_trips["n"] == 0  # nothing recorded until the browser sends the cookie back
+    assert round_trips.count == 0  # nothing recorded until the browser sends the cookie back
     for _ in range(3):
         again = browser.get("/admin/login/")
         assert middleware.VISITOR_COOKIE_NAME not in again.cookies
     # Then one round trip records the visit; the next ones that day are remembered by this process
     # (ingest.DAY_WRITES_CACHE) and send nothing.
-    assert round_trips["n"] == 1
+    assert round_trips.count == 1
     other = Client(REMOTE_ADDR="203.0.113.9").get("/admin/login/")
     assert middleware.visitor_from_cookie(other.cookies[middleware.VISITOR_COOKIE_NAME].value) != visitor
     figures = audience.stats()
     assert (figures.new_visitors_day, figures.unique_visitors_day, figures.online) == (1, 1, 0)
     assert first_visit_store(redis_client)[:2] == (1, 1)
-    assert redis_client.zcard(keys.last_seen()) == 0
+    assert stored(redis_client) == {}
 
 
 @pytest.mark.django_db
@@ -356,7 +460,7 @@ def test_signed_in_user_gets_no_cookie_and_one_round_trip(at, staff, round_trips
     browser.force_login(staff)
     response = browser.get("/admin/login/", follow=False)
     assert middleware.VISITOR_COOKIE_NAME not in response.cookies
-    assert round_trips["n"] == 1
+    assert round_trips.count == 1
     assert audience.stats().active_day == 1
 
 
@@ -384,18 +488,18 @@ def test_stats_needs_staff_and_has_the_api_shape(at, member_api, staff_api):
 def test_stats_is_one_round_trip_of_bounded_commands(at, redis_client, round_trips):
     ingest.record_events([Event(user="1", ts=NOON - 10), Event(user="ann", ts=NOON)])
     before = commandstats(redis_client)
-    trips = round_trips["n"]
+    trips = round_trips.count
     figures = audience.stats()
-    assert round_trips["n"] - trips == 1
+    assert round_trips.count - trips == 1
     after = commandstats(redis_client)
     delta = {name: after[name] - before.get(name, 0) for name in after if after[name] != before.get(name, 0)}
     assert delta.pop("cmdstat_info") >= 1  # the helper's own (one per primary on a cluster)
     # No union of days: each figure is a count of one key, a bitmap in ranges of at most 1 MiB.
-    chunks = -(-(store.MAX_ID // 8 + 1) // store.COUNT_CHUNK_BYTES)
+    chunks = -(-(store.MAX_PEOPLE // 8 + 1) // store.COUNT_CHUNK_BYTES)
     assert delta == {
-        "cmdstat_zcount": 1,
+        "cmdstat_zcount": partition_count(),  # the online count: one a last-seen partition
         "cmdstat_bitcount": 3 * chunks,  # day, week, month
-        "cmdstat_pfcount": 3 + 3,  # active users with other ids, anonymous visitors: day, week, month
+        "cmdstat_pfcount": 3,  # anonymous visitors: day, week, month
         "cmdstat_get": 2 * store.VISITOR_SHARDS,
         "cmdstat_hmget": 1,  # requests of bots and machines
     }
@@ -425,11 +529,18 @@ def test_first_visit_survives_a_script_flush_in_the_request_pipeline(at, redis_c
 
 
 def test_scripts_check_their_arguments_and_change_nothing(redis_client):
-    counter, seen, erased = keys.new_visitors(0, "20261123"), keys.visitor_seen(0, 0), keys.tombstones("vis:0")
+    counter, erased = keys.new_visitors(0, "20261123"), keys.tombstones("vis:0")
+    seen, legacy = keys.visitor_generation(0, 207), keys.visitor_seen(0, 0)
     with pytest.raises(redis.ResponseError, match="first_visit"):
-        store.FIRST_VISIT(redis_client, [counter, erased, seen], [20415, 60, NOON])
-    with pytest.raises(redis.ResponseError, match="ttl"):
-        store.FIRST_VISIT(redis_client, [counter, erased, seen], [20415, 0, NOON, b"x" * 16])
+        store.FIRST_VISIT(redis_client, [counter, erased, seen], [20415, 60, NOON, 60])
+    with pytest.raises(redis.ResponseError, match="first_visit"):
+        store.FIRST_VISIT(redis_client, [counter, erased, *[seen] * 6], [20415, 60, NOON, 60, b"x" * 16])
+    for args in ([60], [0, 10], [60, 0]):
+        with pytest.raises(redis.ResponseError, match="merge_visitors"):
+            store.MERGE_VISITORS(redis_client, [legacy, seen], args)
+    for ttls in ((0, 60), (60, 0)):
+        with pytest.raises(redis.ResponseError, match="ttls"):
+            store.FIRST_VISIT(redis_client, [counter, erased, seen], [20415, ttls[0], NOON, ttls[1], b"x" * 16])
     with pytest.raises(redis.ResponseError, match="harvest_counter"):
         store.HARVEST_COUNTER(redis_client, [counter], [60])
     assert redis_client.exists(counter, seen) == 0

@@ -1,6 +1,9 @@
 """Finds every trace of a user id: in every key under the run's prefix (names, members, fields,
 bits) and in every database table. What an erase must leave empty (docs/privacy.md): HyperLogLog
-registers (binary strings, not read here) and the tombstone sets are the documented exceptions."""
+registers (binary strings, not read here) and the tombstone sets are the documented exceptions.
+Bits are looked for by what they cannot hide: a person's bits sit at their dense id, which the
+erase removes from the map, so any bit or first day at a dense id the map no longer holds is an
+erased person's leftover."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from django.db import connection
 from redis.cluster import RedisCluster
 
 from activity import conf
-from activity.store import audience, keys
+from activity.store import audience, families, keys, people
 from activity.store.client import scan_steps
 
 
@@ -27,26 +30,26 @@ def redis_traces(user: str) -> list[str]:
     A key is named by the user when its family's ``<user>`` placeholder is the id; members are
     looked for where ids are members (sorted sets: last seen, rankings, views, ``name NUL user``
     entries; sets: pending ``name NUL user`` entries; report rows; the first-visit hashes'
-    visitor-id fields; bitmaps' bits). Throttle
-    counters name the user in the key (``rate:<scope>:user:<pk>:<window>``).
+    visitor-id fields; the dense id map's digest field; bitmaps' bits at the user's dense id, or at
+    one the map no longer holds). Throttle counters name the user in the key
+    (``rate:<scope>:user:<pk>:<window>``).
     """
     client = _raw_client()
-    ident, visitor = user.encode(), audience.user_visitor_id(user)
-    bit = audience.bitmap_offset(user)
+    ident, visitor, digest = user.encode(), audience.user_visitor_id(user), people.digest(user)
+    held = {int(dense) for dense in client.hvals(keys.dense_ids())}
     prefix = conf.settings.KEY_PREFIX.encode()
     found: list[str] = []
     try:
         for key in (key for step in scan_steps(client, prefix + b"*", 1000) for key in step):
             name = key.decode()
-            declared = keys.family_of(name)
+            declared = families.family_of(name)
             if declared is not None and declared[1].get("user") == user:
                 found.append(f"{name}: named by the id")
             elif name.startswith(f"{prefix.decode()}rate:") and f":user:{user}:" in name:
                 found.append(f"{name}: a throttle counter named by the id")
             kind = client.type(key).decode()
             if kind == "string":
-                if b":bits:" in key and bit is not None and client.getbit(key, bit):
-                    found.append(f"{name}: bit {bit} set")
+                found += [f"{name}: {what} of a person no longer mapped" for what in _orphans(client, key, held)]
             elif kind == "list":
                 if key.endswith(b":rows") and ident in client.lrange(key, 0, -1)[0::3]:  # user, name, views
                     found.append(f"{name}: report row")
@@ -63,9 +66,33 @@ def redis_traces(user: str) -> list[str]:
                     found.append(f"{name}: set member")
             elif kind == "hash" and client.hexists(key, visitor):
                 found.append(f"{name}: the user's visitor id")
+            elif kind == "hash" and client.hexists(key, digest):
+                found.append(f"{name}: the user's dense id")
     finally:
         client.close()
     return found
+
+
+def _orphans(client: redis.Redis | RedisCluster, key: bytes, held: set[int]) -> list[str]:
+    """The bits (or first days) of ``key``, a bitmap by dense id, at ids ``held`` does not hold."""
+    bitmaps = (
+        keys.active_bits,
+        keys.active_bits_week,
+        keys.active_bits_month,
+        keys.first_active,
+        keys.first_moved,
+        keys.group_members,
+    )
+    declared = families.family_of(key.decode())
+    if key.decode() == keys.first_day():
+        raw = client.get(key)
+        days = [int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw) - 1, 2)]
+        return [f"first day at {dense}" for dense, day in enumerate(days) if day and dense not in held]
+    if declared is None or declared[0].builder not in bitmaps:
+        return []
+    raw = client.get(key)
+    ones = (byte * 8 + bit for byte, value in enumerate(raw) if value for bit in range(8) if value & (0x80 >> bit))
+    return [f"bit {dense}" for dense in ones if dense not in held]
 
 
 def database_traces(user: str) -> list[str]:
@@ -77,3 +104,9 @@ def database_traces(user: str) -> list[str]:
             if any(str(cell) == user for row in cursor.fetchall() for cell in row):
                 found.append(table)
     return found
+
+
+def dense_id(client: redis.Redis | RedisCluster, user: str) -> int | None:
+    """The dense id the map holds for ``user`` (their bit in the ``{au}`` bitmaps), or None."""
+    found = client.hget(keys.dense_ids(), people.digest(user))
+    return None if found is None else int(found)

@@ -82,7 +82,7 @@ HEAT_LEFT, HEAT_TOP, HEAT_ROW = 92, 18, 20  # the cohorts' labels, the periods' 
 
 
 def heatmap(label: str, table: dict[str, Any]) -> SafeString:
-    """A retention table (``services.retention``'s answer) as cohorts x periods: each cell's share
+    """A retention table (``services.cohorts``'s answer) as cohorts x periods: each cell's share
     of its cohort as the fill's opacity and as text, the count on hover (``<title>``) and in
     ``data-count``; a null cell (no one can count it) is drawn hollow."""
     cohorts = table["cohorts"]

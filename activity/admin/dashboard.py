@@ -26,7 +26,7 @@ from activity.admin import charts, figures
 from activity.admin.rows import ReadOnlyAdmin
 from activity.calendar import utc, zone_name
 from activity.models import Dashboard
-from activity.services import reports, retention
+from activity.services import cohorts, reports
 
 PANEL_TEMPLATE = "admin/activity/dashboard_panel.html"
 REFRESH_S = 5.0  # seconds between the page's live refreshes
@@ -39,7 +39,7 @@ def require(request: HttpRequest, permission: str) -> None:
 
 class RebuildReportForm(forms.Form):
     report = forms.ChoiceField()
-    period = forms.ChoiceField(choices=[(period, period) for period in reports.PERIODS])
+    period = forms.ChoiceField(choices=[(period, period) for period in reports.REPORT_PERIODS])
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -53,7 +53,7 @@ PICKER_GROUPS = 200
 
 class RetentionForm(forms.Form):
     """The heatmap's picker: a subset of ``GET /api/v1/retention/``'s parameters, answered by the
-    same service (``retention.table``) and so by the same cached copy."""
+    same service (``cohorts.table``) and so by the same cached copy."""
 
     by = forms.ChoiceField(choices=[("first_seen", "first active"), ("signup", "signed up")], required=False)
     period = forms.ChoiceField(choices=[("day", "days"), ("week", "weeks")], required=False)
@@ -71,8 +71,8 @@ def retention_context(request: HttpRequest) -> dict[str, Any]:
     chosen = form.cleaned_data if form.is_valid() else {}
     by, period, group = chosen.get("by") or "first_seen", chosen.get("period") or "day", chosen.get("group")
     size = HEATMAP_SIZE[period]
-    query = retention.Query(by=by, period=period, cohorts=size, periods=size, group=group)
-    table, cache = retention.table(query)
+    query = cohorts.Query(by=by, period=period, cohorts=size, periods=size, group=group)
+    table, cache = cohorts.table(query)
     parameters = {"by": by, "period": period, "cohorts": size, "periods": size}
     if group is not None:
         parameters["group"] = group
@@ -116,7 +116,7 @@ class DashboardAdmin(ReadOnlyAdmin):
         ]
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> TemplateResponse:
-        require(request, permissions.VIEW)
+        require(request, permissions.VIEW_ACTIVITY)
         context = {
             **self.admin_site.each_context(request),
             **panel_context(),
@@ -132,7 +132,7 @@ class DashboardAdmin(ReadOnlyAdmin):
     def panel_view(self, request: HttpRequest) -> JsonResponse:
         """The live part of the page for its refresh script: JSON, not HTML, so the poll counts as the
         staff user's activity but not as a page view."""
-        require(request, permissions.VIEW)
+        require(request, permissions.VIEW_ACTIVITY)
         return JsonResponse({"html": render_to_string(PANEL_TEMPLATE, panel_context(), request)})
 
     @staticmethod

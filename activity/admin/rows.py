@@ -71,7 +71,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     API's reads need), nobody edits them here."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.has_perm(permissions.VIEW)
+        return request.user.has_perm(permissions.VIEW_ACTIVITY)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -98,7 +98,7 @@ class UserActivityAdmin(ReadOnlyAdmin):
     actions = ["erase_activity"]
 
     def has_erase_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(permissions.ERASE)
+        return request.user.has_perm(permissions.ERASE_ACTIVITY)
 
     @admin.action(description="Erase the selected users' activity everywhere", permissions=["erase"])
     def erase_activity(self, request: HttpRequest, queryset: QuerySet) -> TemplateResponse | None:

@@ -1,4 +1,4 @@
-"""One permission model (issue "Hardening, second round", item 6): ``view_activity``,
+"""One permission model for the API and the admin: ``view_activity``,
 ``export_activity`` and ``erase_activity`` join ``ingest_events`` and ``run_jobs``. The dashboard's
 ``view_dashboard`` becomes ``view_activity``, so every grant of it, to a user or a group, carries
 over (its row is renamed; should ``view_activity`` exist already, its grants are copied over)."""

@@ -12,11 +12,11 @@ from django.utils import timezone
 from activity import calendar, clock, conf
 from activity.errors import DayOutOfRange
 from activity.models import DailyRollup
-from activity.services import locks, retention
+from activity.services import cohorts, locks
 from activity.store import audience as store
 from activity.store import sessions as sessions_store
 from activity.store.client import get_client
-from activity.store.keys import KEEP_DAYS, day_ttl
+from activity.store.lifetimes import KEEP_DAYS, day_ttl
 
 ROLLUP_LOCK_TTL = 60.0
 
@@ -107,7 +107,7 @@ def rollup_day(day: date) -> DailyRollup | None:
     None when another run holds the day's lock. Safe to retry: the row gets the harvest
     accumulators' totals, so a run that dies between the harvest and the write loses nothing, and a
     rerun writes the same or later figures. The retention cells of the day (and of the day about to
-    leave Redis) are written too (``retention.keep_cells``)."""
+    leave Redis) are written too (``cohorts.keep_cells``)."""
     now = clock.now()
     _check_rollup_day(day, now)
     with locks.exclusive(f"rollup:{calendar.day_name(day)}", ROLLUP_LOCK_TTL) as acquired:
@@ -134,5 +134,5 @@ def rollup_day(day: date) -> DailyRollup | None:
             unique_fields=["day"],
             update_fields=[*ROLLUP_FIGURES, "time_zone", "updated_at"],
         )
-        retention.keep_cells(day, now)
+        cohorts.keep_cells(day, now)
         return DailyRollup.objects.get(day=day)

@@ -18,7 +18,7 @@ from activity import clock, conf
 from activity.errors import InvalidValue
 from activity.events import clean_user
 from activity.models import UserActivity
-from activity.services import last_seen, retention
+from activity.services import cohorts, last_seen
 
 # Sent after each batch is written, with ``batch`` (its number in the run, from 1) and ``size``
 # (users read): the management command's progress, and the tests' hook to interrupt a run.
@@ -69,7 +69,7 @@ def backfill(batch_size: int = 1000) -> BackfillResult:
         moved += last_seen.seed(latest)
         known = UserActivity.objects.filter(user_id__in=list(latest)).values_list("user_id", "first_seen")
         seen = [(user, first.timestamp()) for user, first in known]
-        seeded += retention.seed_first_days([*latest.items(), *seen])
+        seeded += cohorts.seed_first_days([*latest.items(), *seen])
         users += len(page)
         batches += 1
         after = page[-1][0]
@@ -85,5 +85,5 @@ def seed_first_days_from_rows(batch_size: int = 1000) -> int:
         page = list(rows.order_by("user_id").values_list("user_id", "first_seen")[:batch_size])
         if not page:
             return firsts
-        firsts += retention.seed_first_days((user, first.timestamp()) for user, first in page)
+        firsts += cohorts.seed_first_days((user, first.timestamp()) for user, first in page)
         after = page[-1][0]

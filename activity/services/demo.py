@@ -2,7 +2,10 @@
 chart and table of the dashboard and the API has something to show. The traffic goes the way a
 site's requests go: each request an ``Activity`` handed to ``tracking.send``, as the middleware and
 the API views hand theirs, with times spread over the past days; then the flush and the past days'
-rollups run, as the beat jobs would.
+rollups run, as the beat jobs would, the groups' membership bitmaps are rebuilt (as
+``activity_backfill`` does), and the cached reports and retention tables, which knew none of that
+past, are rebuilt or dropped. Redis is asked first: one that cannot serve leaves the database as it
+was.
 
 The service's own rules decide what stays, as for any late event (docs/commands.md):
 
@@ -29,7 +32,7 @@ from django.dispatch import Signal
 
 from activity import calendar, clock, conf
 from activity.events import Event, clean_user
-from activity.services import audience, flush, locks, tracking, traffic
+from activity.services import audience, cohorts, flush, groups, health, locks, reports, tracking, traffic
 from activity.services.tracking import Activity
 
 MAX_USERS = 5000
@@ -101,6 +104,7 @@ class Demo:
     browsing: int  # users in a live session now
     flushed: int  # last-seen rows written to the database (0 when a scheduled flush was running)
     rolled_up: int  # past days with a rollup row written
+    memberships: int  # group memberships with a bit in the groups' bitmaps (every group's, rebuilt)
 
 
 def username(n: int) -> str:
@@ -244,12 +248,27 @@ def _flush() -> int:
         return flush.flush().flushed if acquired else 0
 
 
+def _refresh_cached_copies() -> None:
+    """Rebuild the reports' current copies and drop the retention tables: built before the demo's
+    past days were sent, they would be served as they are until their TTL."""
+    for name, _ in reports.catalogue():
+        for period in reports.REPORT_PERIODS:
+            reports.rebuild(name, period)
+    cohorts.drop_tables()
+
+
 def fill(users: int, days: int, seed: int) -> Demo:
     """Create ``users`` demo users, their groups and two tokens, send ``days`` days of traffic
-    (today included) and run the flush and the past days' rollups. Not idempotent, as no replay
-    of traffic is: a rerun reuses the users and adds its page views to the first run's."""
+    (today included), run the flush and the past days' rollups, rebuild the groups' membership
+    bitmaps and refresh the cached copies. Raises ``StoreUnavailable`` before writing anything when
+    Redis cannot serve. Not idempotent, as no replay of traffic is: a rerun reuses the users and
+    adds its page views to the first run's."""
+    health.require_redis()
     accounts, created = ensure_users(users)
-    groups = ensure_groups(accounts, seed)
+    group_count = ensure_groups(accounts, seed)
+    # The bits of a rerun's members too, whose membership rows (and signals) came with a run that
+    # may have found Redis away.
+    memberships = groups.rebuild_memberships()
     tokens = ensure_tokens(accounts[:TOKEN_USERS])
     tally: Counter[str] = Counter()
     for day, entries in past(accounts, days, seed, clock.now()):
@@ -263,16 +282,18 @@ def fill(users: int, days: int, seed: int) -> Demo:
     first = today - timedelta(days=days - 1)
     rolled = audience.rollup_days(first, today - timedelta(days=1)) if days > 1 else []
     rows = [audience.rollup_day(day) for day in rolled]
+    _refresh_cached_copies()
     return Demo(
         users=len(accounts),
         new_users=created,
-        groups=groups,
+        groups=group_count,
         tokens=tokens,
         first_day=first,
         days=days,
         browsing=len({entry.event.user for entry in latest if entry.kind == traffic.PERSON and entry.event}),
         flushed=flushed,
         rolled_up=sum(row is not None for row in rows),
+        memberships=memberships.bits,
         page_views=tally["page_views"],
         visits=tally["visits"],
         bots=tally["bots"],

@@ -78,9 +78,10 @@ def _settle(queue: FlushQueue, acked: Ack) -> None:
 
 
 def reap_stale_claims(age: float | None = None) -> int:
-    """Hand back claims older than ``age`` seconds, by default a job's lock TTL, past which their
-    flush is dead. ``age=0`` hands back every claim: for an interrupted run holding the flush lock."""
-    age = locks.job_ttl() if age is None else age
+    """Hand back claims older than ``age`` seconds, by default the flush lock's TTL: the flush task's
+    hard time limit ends a run before then, so such a claim's run is over, and a live run's claims
+    are never taken. ``age=0`` hands back every claim: for an interrupted run holding the flush lock."""
+    age = locks.job_ttl("flush") if age is None else age
     return FlushQueue(get_client()).reap(clock.now() - age, BATCH)
 
 
@@ -88,9 +89,9 @@ def flush(batch_size: int | None = None, budget: float | None = None) -> FlushRe
     """Write every unflushed change to the database, ``batch_size`` members a transaction; call it
     under ``locks.exclusive_job("flush")``. A helper thread acknowledges batch N-1 and claims N+1
     while the database writes N, so a run takes about the database's time and holds two batches at
-    most. It stops taking batches after ``budget`` seconds (half the job lock's TTL), inside its lock."""
+    most. It stops taking batches after ``budget`` seconds (half the flush lock's TTL), inside its lock."""
     batch_size = batch_size or BATCH
-    budget = locks.job_ttl() / 2 if budget is None else budget
+    budget = locks.job_ttl("flush") / 2 if budget is None else budget
     deadline = time.monotonic() + budget
     queue = FlushQueue(get_client())
     reaped = reap_stale_claims()

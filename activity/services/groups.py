@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.db.models.signals import m2m_changed, post_delete, pre_delete
 
-from activity import calendar
+from activity import calendar, clock
 from activity.errors import StoreUnavailable
 from activity.store import groups as store
 from activity.store import last_seen as last_seen_store
@@ -117,7 +117,7 @@ def _after_commit(
                 "Group views %s not dropped (Redis unavailable: %s); they expire at their TTL", group_ids, error
             )
         try:
-            store.write_members(get_client(), added, removed, deleted)
+            store.write_members(get_client(), added, removed, deleted, clock.now())
         except StoreUnavailable as error:
             logger.warning(
                 "Membership bitmaps of groups %s not updated (Redis unavailable: %s); run activity_backfill",
@@ -240,7 +240,7 @@ def rebuild_memberships(batch_size: int = REBUILD_BATCH) -> MembershipRebuild:
         # values_list reuses the filter's join: each row is a membership in one of ``ids``.
         for group_id, pk in users.filter(groups__in=ids).values_list("groups", "pk"):
             members[group_id].append(str(pk))
-        bits += store.replace_members(get_client(), members)
+        bits += store.replace_members(get_client(), members, clock.now())
         groups += len(ids)
         after = ids[-1]
 

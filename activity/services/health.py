@@ -28,6 +28,12 @@ def redis_config() -> dict[str, str]:
     return store.server_config(get_client())
 
 
+def require_redis() -> None:
+    """Raise ``StoreUnavailable`` unless Redis takes a write now (``/healthz``'s probe): asked by a
+    job before its first database write, so a Redis that cannot serve leaves the database as it was."""
+    store.probe(get_client(), clock.now())
+
+
 def status() -> dict[str, str]:
     """``ok`` or the error for each part the service needs (Redis, the database); on a Redis
     Cluster also ``redis_cluster``, the cluster's state."""

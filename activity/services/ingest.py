@@ -17,7 +17,8 @@ from activity.store import audience as audience_store
 from activity.store import groups as group_store
 from activity.store import last_seen as last_seen_store
 from activity.store import sessions as sessions_store
-from activity.store.client import get_client, total
+from activity.store.client import Sum, get_client
+from activity.store.idempotency import Fence
 from activity.store.sessions import PageView
 
 
@@ -35,9 +36,11 @@ def record_events(
     names: Mapping[str, str] | None = None,
     kind: str = traffic.PERSON,
     requests: int = 1,
+    fence: Fence | None = None,
 ) -> RecordResult:
     """Record a validated batch: one round trip, a second only when a last seen moved for a member
-    of a built group view. Not idempotent: a replay counts its page views again.
+    of a built group view. Without ``fence`` a replay counts its page views again; with one (from
+    ``services.idempotency``) they are written only by the attempt that holds it, and only once.
 
     ``visitors`` are anonymous visits (32-hex-digit id, ts): visitors, never users. ``names`` maps
     user ids to the usernames the reports sort by. ``kind`` is ``traffic.classify``'s: a bot's
@@ -64,18 +67,17 @@ def record_events(
         return RecordResult(accepted=0, last_seen_updated=0)
 
     pipe = get_client().pipeline(transaction=False)
-    moved_at = last_seen_store.queue_update(pipe, latest, now) if latest else []
-    started_at: list[int] = []
-    if views:
-        started_at = sessions_store.queue_record(
-            pipe,
-            views,
-            conf.settings.SESSION_WINDOW,
-            conf.settings.SESSION_MAX_PAGES,
-            conf.settings.PAGE_STATS_DAYS,
-            now,
-        )
-    new_at: list[int] = []
+    moved = last_seen_store.queue_update(pipe, latest, now)
+    started = sessions_store.queue_record(
+        pipe,
+        views,
+        conf.settings.SESSION_WINDOW,
+        conf.settings.SESSION_MAX_PAGES,
+        conf.settings.PAGE_STATS_DAYS,
+        now,
+        fence,
+    )
+    new = Sum()
     actives: set[tuple[str, date]] = set()
     anonymous: set[tuple[str, date]] = set()
     if people:
@@ -83,26 +85,25 @@ def record_events(
         user_visits = {(audience_store.user_visitor_id(user), day) for user, day in actives}
         anonymous = {(visitor, day) for visitor, ts in visitors if not _written((visitor, day := day_of(ts)))}
         visits = {(bytes.fromhex(visitor), day) for visitor, day in anonymous}
-        new_at = audience_store.queue_visits(pipe, user_visits, visits, now)
+        new = audience_store.queue_visits(pipe, user_visits, visits, now)
         audience_store.queue_actives(pipe, actives, now)
     if kind != traffic.PERSON:
         audience_store.queue_traffic(pipe, kind, day_of(now), now, requests)
-    groups_at = group_store.queue_groups_of(pipe, latest)
-    replies = pipe.execute()
+    groups_of = group_store.queue_groups_of(pipe, latest)
+    pipe.execute()
 
     for pair in (*actives, *anonymous):
         _days_written.put(pair, True, now + DAY_WRITES_CACHE)
-    moved = total(replies, moved_at)
-    if moved:
-        found = zip(latest, replies[groups_at], strict=True)
+    if moved.value and groups_of is not None:
+        found = zip(latest, groups_of.value, strict=True)
         groups.propagate(latest, {user: ids for user, ids in found if ids})
     accepted = len(events) + len(visitors)
     metrics.EVENTS_ACCEPTED.inc(accepted)
     return RecordResult(
         accepted=accepted,
-        last_seen_updated=moved,
-        new_visitors=total(replies, new_at),
-        sessions_started=total(replies, started_at),
+        last_seen_updated=moved.value,
+        new_visitors=new.value,
+        sessions_started=started.value,
     )
 
 
@@ -115,3 +116,9 @@ _days_written: ExpiringCache[bool] = ExpiringCache(100_000)
 
 def _written(pair: tuple[str, date]) -> bool:
     return _days_written.get(pair) is not None
+
+
+def forget() -> None:
+    """Forget the pairs written lately, so the next events write them again at once rather than
+    within ``DAY_WRITES_CACHE``: for a process whose Redis was emptied under it (the tests' case)."""
+    _days_written.clear()

@@ -11,7 +11,7 @@ from activity import clock, conf
 from activity.services import groups, locks
 from activity.store import groups as group_store
 from activity.store import last_seen as store
-from activity.store.client import get_client, total
+from activity.store.client import get_client
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,20 +39,13 @@ def get_many(users: Iterable[str]) -> dict[str, float | None]:
     return store.get_many(get_client(), users)
 
 
-def online_count(within: int | None = None) -> int:
-    """How many users were seen in the last ``within`` seconds (default: the online window)."""
-    within = conf.settings.ONLINE_WINDOW if within is None else within
-    return store.count_since(get_client(), clock.now() - within)
-
-
 def online_page(
     within: int | None = None, limit: int = 50, after: tuple[float, str] | None = None
 ) -> tuple[list[tuple[str, float]], int]:
     """A page of online users, most recent first, continuing after the (ts, user) ``after``, and
-    how many are online (``online_count``, the same moment); one round trip."""
+    how many are online at the same moment; one round trip."""
     within = conf.settings.ONLINE_WINDOW if within is None else within
-    page, count = store.page_and_count_since(get_client(), clock.now() - within, limit, after)
-    return page, count or 0
+    return store.page_and_count_since(get_client(), clock.now() - within, limit, after)
 
 
 def seed(latest: Mapping[str, float]) -> int:
@@ -62,14 +55,13 @@ def seed(latest: Mapping[str, float]) -> int:
     if not latest:
         return 0
     pipe = get_client().pipeline(transaction=False)
-    moved_at = store.queue_update(pipe, latest, clock.now())
-    groups_at = group_store.queue_groups_of(pipe, latest)
-    results = pipe.execute()
-    moved = total(results, moved_at)
-    if moved:
-        found = zip(latest, results[groups_at], strict=True)
+    moved = store.queue_update(pipe, latest, clock.now())
+    groups_of = group_store.queue_groups_of(pipe, latest)
+    pipe.execute()
+    if moved.value and groups_of is not None:
+        found = zip(latest, groups_of.value, strict=True)
         groups.propagate(latest, {user: ids for user, ids in found if ids})
-    return moved
+    return moved.value
 
 
 def prune(retention: float | None = None, step: int = 1000) -> tuple[int, int]:
@@ -79,34 +71,22 @@ def prune(retention: float | None = None, step: int = 1000) -> tuple[int, int]:
     return store.prune(get_client(), clock.now() - retention, step)
 
 
-def migrate(step: int = 1000, progress: Callable[[int], None] | None = None) -> int:
-    """Move the unpartitioned last seen into the configured partitions, ``step`` members a step;
-    returns how many moved. Safe to interrupt and run again. ``ValueError`` when the setting is 1,
-    ``RuntimeError`` when another migration holds the lock."""
-    count = conf.settings.LAST_SEEN_PARTITIONS
-    if count == 1:
-        raise ValueError("ACTIVITY_LAST_SEEN_PARTITIONS is 1: there are no partitions to move last seen into")
+def upgrade(step: int = 1000, progress: Callable[[int], None] | None = None) -> int:
+    """Move last seen kept under an earlier release's layout (one set, or another number of
+    partitions) into this one's partitions, ``step`` members a step; returns how many moved. Safe to
+    interrupt and to run again: a run on this layout moves nothing. ``RuntimeError`` when another
+    upgrade holds the lock."""
+    client = get_client()
     moved = 0
-    with locks.exclusive_job("last-seen-partitions") as held:
+    with locks.exclusive_job("last-seen-upgrade") as held:
         if not held:
-            raise RuntimeError("another last-seen migration is running")
-        while found := store.migrate_step(get_client(), count, step):
-            moved += found
-            if progress is not None:
-                progress(moved)
+            raise RuntimeError("another last-seen upgrade is running")
+        for source, home in store.earlier_layouts(client):
+            for key in (source.seen, source.dirty, source.claimed):
+                cursor = None
+                while cursor != 0:
+                    cursor, found = store.upgrade_step(client, source, home, key, cursor or 0, step)
+                    moved += found
+                    if found and progress is not None:
+                        progress(moved)
     return moved
-
-
-def layout_problems() -> list[str]:
-    """What disagrees between ``ACTIVITY_LAST_SEEN_PARTITIONS`` and the last seen in Redis (for
-    ``check --deploy``): data under a layout the setting does not read. One round trip."""
-    count = conf.settings.LAST_SEEN_PARTITIONS
-    unpartitioned, partitioned = store.layouts_holding_data(get_client())
-    if count == 1 and partitioned:
-        return [f"last seen is partitioned in Redis (partitions {partitioned[:5]}...) but the setting is 1"]
-    problems = []
-    if count > 1 and unpartitioned:
-        problems.append(f"the setting is {count} but unpartitioned last seen remains: run activity_partition_last_seen")
-    if count > 1 and any(i >= count for i in partitioned):
-        problems.append(f"partitions past the setting's {count} hold last seen (found {partitioned[-1]})")
-    return problems

@@ -22,11 +22,12 @@ from activity.managers import account_candidates
 from activity.models import UserActivity
 from activity.services import groups, locks, rate_limits, reports
 from activity.store import audience as audience_store
+from activity.store import cohorts as cohort_store
 from activity.store import last_seen as last_seen_store
+from activity.store import people as people_store
 from activity.store import privacy as store
-from activity.store import retention as retention_store
 from activity.store.client import get_client
-from activity.store.keys import COHORT_KEEP_DAYS, KEEP_DAYS
+from activity.store.lifetimes import COHORT_KEEP_DAYS, KEEP_DAYS
 
 TOMBSTONE_TTL = 3600  # seconds an erased id stays tombstoned: the flush and late events skip it
 
@@ -76,7 +77,7 @@ def cohort_days(now: float) -> list[date]:
 
 def _where(user: str, now: float) -> store.Where:
     visitor = audience_store.user_visitor_id(user)
-    visitor_hash, visitor_tombstones = audience_store.visitor_home(visitor)
+    visitor_hashes, visitor_tombstones = audience_store.visitor_home(visitor, calendar.day_of(now))
     periods = page_periods(now)
     days = audience_days(now)
     day_bitmaps = [(calendar.day_name(day), audience_store.BITS[0](calendar.day_name(day))) for day in days]
@@ -84,15 +85,13 @@ def _where(user: str, now: float) -> store.Where:
     longer = {by_period[period](calendar.name_of(period, day)) for day in days for period in ("week", "month")}
     return store.Where(
         user=user,
-        bit=audience_store.bitmap_offset(user),
-        visitor_hash=visitor_hash,
+        digest=people_store.digest(user),
+        visitor_hashes=visitor_hashes,
         visitor_tombstones=visitor_tombstones,
         visitor=visitor,
         page_periods=periods,
         report_copies=reports.copies_of(periods),
-        bitmaps=[bitmap for _, bitmap in day_bitmaps]
-        + sorted(longer)
-        + retention_store.cohort_bitmaps(cohort_days(now)),
+        bitmaps=[bitmap for _, bitmap in day_bitmaps] + sorted(longer) + cohort_store.cohort_bitmaps(cohort_days(now)),
         day_bitmaps=day_bitmaps,
         rate_counters=rate_limits.user_counters(user),
     )
@@ -163,6 +162,7 @@ def _holds_activity(found: store.Footprint) -> bool:
         or found.former_names
         or found.page_views
         or found.groups
+        or found.dense_id is not None
         or found.active_days
         or found.first_visit_day is not None
         or found.first_active_day is not None
@@ -172,7 +172,7 @@ def _holds_activity(found: store.Footprint) -> bool:
 def export(user: str) -> dict[str, Any] | None:
     """Everything stored about ``user`` (the body of ``GET /api/v1/users/<user>/activity/export/``),
     or None when none of their activity is, as for a user never seen or erased (a Django account
-    alone is not activity). One Redis round trip and one query."""
+    alone is not activity). One Redis round trip (two once the user has a dense id) and one query."""
     now = clock.now()
     found = store.footprint(get_client(), _where(user, now))
     row = UserActivity.objects.filter(user_id=user).first()
@@ -204,9 +204,8 @@ def export(user: str) -> dict[str, Any] | None:
             for period, views in found.page_views.items()
         ],
         "groups": [int(group_id) for group_id in found.groups],
-        "active_days": None
-        if found.active_days is None
-        else [f"{day[:4]}-{day[4:6]}-{day[6:]}" for day in found.active_days],
+        "dense_id": found.dense_id,
+        "active_days": [f"{day[:4]}-{day[4:6]}-{day[6:]}" for day in found.active_days],
         "first_visit": _day(found.first_visit_day),
         "first_active": _day(found.first_active_day),
         "erased_until": iso(found.tombstone) if found.tombstone is not None and found.tombstone > now else None,

@@ -84,6 +84,13 @@ _unsent: ExpiringCache[int] = ExpiringCache(MAX_WINDOWS)  # admitted here, not y
 _total: ExpiringCache[int] = ExpiringCache(MAX_WINDOWS)  # the window's total as Redis last answered
 
 
+def forget() -> None:
+    """Forget every count this process holds, as a process that just started knows none."""
+    with _lock:
+        _unsent.clear()
+        _total.clear()
+
+
 def _current(scope: str, ident: str, duration: int) -> tuple[Window, float]:
     """``ident``'s window of ``scope`` now, and the seconds left in it."""
     now = clock.now()
@@ -101,15 +108,6 @@ def hit(scope: str, ident: str, limit: int, duration: int) -> Decision:
             return Decision(allowed=False, retry_after=left, window=None)
         _unsent.put(window, unsent + 1, window.ends)
     return Decision(allowed=True, retry_after=0.0, window=window)
-
-
-def refusal(scope: str, ident: str, limit: int, duration: int) -> float | None:
-    """Seconds until ``ident``'s window ends when its count, as this process knows it, has reached
-    ``limit`` (a request now would be refused); None when it has not. Counts nothing."""
-    window, left = _current(scope, ident, duration)
-    with _lock:
-        full = (_total.get(window) or 0) + (_unsent.get(window) or 0) >= limit
-    return left if full else None
 
 
 def send(windows: Sequence[Window]) -> None:

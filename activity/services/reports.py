@@ -16,7 +16,7 @@ from activity.store import reports as store
 from activity.store.client import get_client
 from activity.store.keys import REPORT_READ_WINDOW
 
-PERIODS = ("day", "week")
+REPORT_PERIODS = ("day", "week")
 STALE_S = 30  # a copy is kept this long past its freshness, served stale while one client rebuilds
 WAIT_S = 5.0  # rebuild lock TTL; a reader without a copy waits up to twice this for the holder's build
 TOP = 100  # rows of a ranked report (at most store.sessions.CANDIDATES)
@@ -204,13 +204,13 @@ def refresh() -> int:
     returns how many were built. Safe beside another run: a rebuild takes the report's lock, and two
     merges only split the slices (each SPOP takes its own entries)."""
     policy, now = Policy.current(), clock.now()
-    for period in PERIODS:
+    for period in REPORT_PERIODS:
         merge_pending(period, now, policy)
     margin_ms = 2 * REPORT_REFRESH_INTERVAL * 1000
     built = 0
     for marker in store.read_since(get_client(), now - policy.read_window_s):
         name, _, period = marker.rpartition(":")
-        if name not in REGISTRY or period not in PERIODS or not REGISTRY[name].ranked:
+        if name not in REGISTRY or period not in REPORT_PERIODS or not REGISTRY[name].ranked:
             continue
         copy = _copy(REGISTRY[name], period, now, policy)
         if cached.fresh_for_ms(copy) > margin_ms:

@@ -27,6 +27,7 @@ class SweepResult:
     long_lived: int
     repaired: int
     deleted: int
+    merged: int  # legacy first-visit hashes merged into their generation (docs/visitors.md)
 
 
 def steps_expected(count: int = 200) -> int:
@@ -36,15 +37,17 @@ def steps_expected(count: int = 200) -> int:
 
 def sweep(count: int = 200, dry_run: bool = False) -> SweepResult:
     """SCAN the prefix ``count`` keys a step; give keys without a TTL what their family's writers
-    give (``store/keys.py``), or delete them. Each step logs a few repaired keys by name, so a stray
-    can be traced to its writer. ``dry_run`` changes nothing and counts what a sweep would do."""
-    scanned = long_lived = repaired = deleted = 0
+    give (``store/keys.py``), or delete them; merge the legacy first-visit hashes into their
+    generation. Each step logs a few repaired keys by name, so a stray can be traced to its writer.
+    ``dry_run`` changes nothing and counts what a sweep would do."""
+    scanned = long_lived = repaired = deleted = merged = 0
     steps = store.sweep(get_client(), count, DEFAULT_TTL, clock.now(), dry_run=dry_run)
     for step in steps:
         scanned += step.scanned
         long_lived += step.long_lived
         repaired += len(step.repaired)
         deleted += len(step.deleted)
+        merged += len(step.merged)
         if step.repaired or step.deleted:
             log.warning(
                 "sweep%s: keys without a TTL: repaired %s, deleted %s",
@@ -53,4 +56,4 @@ def sweep(count: int = 200, dry_run: bool = False) -> SweepResult:
                 step.deleted[:5],
             )
         step_swept.send(sender=sweep, scanned=step.scanned)
-    return SweepResult(scanned=scanned, long_lived=long_lived, repaired=repaired, deleted=deleted)
+    return SweepResult(scanned=scanned, long_lived=long_lived, repaired=repaired, deleted=deleted, merged=merged)

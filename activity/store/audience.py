@@ -1,8 +1,8 @@
 """Audience figures per day, ISO week and month (docs/visitors.md), each written into the three
 periods' keys at once, so no read is a union over days:
 
-- active users: a bitmap by integer user id (exact and erasable), a HyperLogLog for other ids;
-- first visit ever: HSETNX into partitioned hashes, counted per day in the same script;
+- active users: a bitmap by dense id (``store.people``: exact and erasable, whatever the user id);
+- first visit ever: a hash per shard and generation of days, counted per day in the same script;
 - unique visitors: a HyperLogLog of anonymous ids; signed-in visitors are the active users;
 - requests that were not people's: a hash a day, by kind.
 """
@@ -15,27 +15,29 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from activity.calendar import PERIODS, day_name, day_number, last_day, name_of
-from activity.store import keys, retention
+from activity.calendar import PERIODS, day_name, day_number, day_of, last_day, name_of
+from activity.store import cohorts, keys, lifetimes, people
 from activity.store import last_seen as last_seen_store
-from activity.store.client import Client, total
-from activity.store.keys import day_ttl
+from activity.store.client import Client, Reply, Sum
+from activity.store.lifetimes import day_ttl
 from activity.store.scripts import LuaScript, Pipeline
 
-ACTIVES_RECORD = LuaScript("actives_record")
 ADD_TO_PERIODS = LuaScript("add_to_periods")
 FIRST_VISIT = LuaScript("first_visit")
 HARVEST_COUNTER = LuaScript("harvest_counter")
+MERGE_VISITORS = LuaScript("merge_visitors")
 
 BITS = (keys.active_bits, keys.active_bits_week, keys.active_bits_month)
-HLLS = (keys.active_hll, keys.active_hll_week, keys.active_hll_month)
 UNIQUE = (keys.unique_visitors, keys.unique_visitors_week, keys.unique_visitors_month)
-COUNT_CHUNK_BYTES = 1 << 20  # one BITCOUNT reads at most 1 MiB (8M ids)
-# Integer user ids up to this are counted exactly in per-day bitmaps (MAX_ID / 8 bytes a day at most).
-MAX_ID = 2**26
-# "First visit ever" hashes: 2**PARTITION_BITS partitions. Fixed once ids are stored: changing it
-# re-homes every id (docs/visitors.md).
+COUNT_CHUNK_BYTES = 1 << 20  # one BITCOUNT reads at most 1 MiB (8M people)
+# The reads count dense ids up to this (MAX_PEOPLE / 8 bytes a bitmap at most, in COUNT_CHUNK_BYTES).
+MAX_PEOPLE = 2**26
+# The legacy "first visit ever" hashes (before generations) had 2**PARTITION_BITS partitions: an
+# erase still names a user's one (docs/visitors.md).
 PARTITION_BITS = 17
+# Entries a legacy hash's merge moves in one call: those hashes were listpacks of a few ids (at most
+# hash-max-listpack-entries: 128 by default, 512 as the docs recommended), so one call empties one.
+MERGE_STEP = 512
 VISITOR_SHARDS = 16  # hash tags {vis:0}..{vis:15}; changing it re-homes every id, so it is fixed
 NOT_PEOPLE = ("bot", "machine")  # the kinds of traffic counted per day (activity.services.traffic)
 
@@ -53,14 +55,6 @@ def _live_days(pairs: Iterable[tuple[object, date]], now: float) -> dict[date, i
     return {day: ttl for day, ttl in ttls.items() if ttl > 0}
 
 
-def bitmap_offset(user: str) -> int | None:
-    """The bit of an integer user id (canonical decimal, 0..MAX_ID), or None to count it by HLL."""
-    if not user.isdigit() or (len(user) > 1 and user[0] == "0"):
-        return None
-    offset = int(user)
-    return offset if offset <= MAX_ID else None
-
-
 def user_visitor_id(user: str) -> bytes:
     """A signed-in user's visitor id: 128 bits derived from the user id, so the user keeps it."""
     return hashlib.blake2b(b"user\0" + user.encode(), digest_size=16).digest()
@@ -72,70 +66,80 @@ def _home(visitor: bytes) -> tuple[int, int]:
     return partition % VISITOR_SHARDS, partition
 
 
-def visitor_home(visitor: bytes) -> tuple[str, str]:
-    """(the partition hash holding ``visitor``, its shard's tombstones): where an erase looks."""
+def _generations(shard: int, day: date) -> list[str]:
+    """The shard's hashes an id may be in on ``day``: each live generation's, the newest first."""
+    return [keys.visitor_generation(shard, generation) for generation in lifetimes.live_generations(day)]
+
+
+def visitor_home(visitor: bytes, day: date) -> tuple[list[str], str]:
+    """(the hashes that may hold ``visitor`` on ``day``: its shard's live generations, newest first,
+    then its legacy hash, not merged yet if the sweep has not run since the upgrade; its shard's
+    tombstones): where an erase and an export look."""
     shard, partition = _home(visitor)
-    return keys.visitor_seen(shard, partition), keys.tombstones(f"vis:{shard}")
+    return [*_generations(shard, day), keys.visitor_seen(shard, partition)], keys.tombstones(f"vis:{shard}")
 
 
 # --- writes, queued on the caller's pipeline (a batch's one round trip) ------------------------
 
 
-def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: float, first_active: bool = True) -> None:
-    """Queue one EVALSHA per day of the batch: SETBIT (integer ids) or PFADD (other ids) into the
-    active-user keys of the day, its week and its month; and, for integer ids, the ``first_active``
-    call recording the day as the first of those seen for the first time (``first_active=False``
-    leaves it out: ``bench.retention`` measures what it costs)."""
-    bits: dict[date, set[int]] = defaultdict(set)
-    others: dict[date, set[str]] = defaultdict(set)
+def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: float) -> None:
+    """Queue, per day of the batch, EVALSHAs (``people.IDS_PER_CALL`` users each) setting each user's
+    bit (at their dense id, assigned in the same call for a new person) in the active-user bitmaps of
+    the day, its week and its month, and then the ``first_active`` calls recording the day as the
+    first of those seen for the first time."""
+    by_day: dict[date, set[bytes]] = defaultdict(set)
     ttls = _live_days(actives, now)
     for user, day in actives:
-        if day not in ttls:
-            continue
-        offset = bitmap_offset(user)
-        if offset is None:
-            others[day].add(user)
-        else:
-            bits[day].add(offset)
-    for day in bits.keys() | others.keys():
-        bitmaps, hlls = _dated_keys(BITS, day, now), _dated_keys(HLLS, day, now)
-        script_keys = [keys.tombstones("au"), *(key for key, _ in bitmaps), *(key for key, _ in hlls)]
-        offsets = sorted(bits[day])
-        args = [repr(now), *(ttl for _, ttl in bitmaps), len(offsets), *offsets, *sorted(others[day])]
-        pipe.script(ACTIVES_RECORD, script_keys, args)
-        if offsets:
-            retention.queue_first_active(pipe, day, offsets, now)
+        if day in ttls:
+            by_day[day].add(people.digest(user))
+    for day, found in by_day.items():
+        digests, bitmaps = sorted(found), _dated_keys(BITS, day, now)
+        for i in range(0, len(digests), people.IDS_PER_CALL):
+            people.queue_assign(pipe, digests[i : i + people.IDS_PER_CALL], now, bitmaps)
+        cohorts.queue_first_active(pipe, day, digests, now)
 
 
 def queue_visits(
     pipe: Pipeline,
-    people: Collection[tuple[bytes, date]],
+    signed_in: Collection[tuple[bytes, date]],
     anonymous: Collection[tuple[bytes, date]],
     now: float,
-) -> list[int]:
+) -> Sum:
     """Queue first-visit check-and-sets of every visit, one EVALSHA per (shard, day), and
-    unique-visitor PFADDs of the anonymous ones (``people`` count through the active users);
-    returns the first-visit reply indexes, whose replies are the new visitors."""
-    groups: dict[tuple[int, date], dict[bytes, int]] = defaultdict(dict)
+    unique-visitor PFADDs of the anonymous ones (``signed_in`` visitors count through the active users);
+    returns the new visitors, once the pipeline has run. An id goes into the current generation
+    (the one of ``now``'s day, whatever the visit's), so it is remembered from its latest recorded visit."""
+    groups: dict[tuple[int, date], set[bytes]] = defaultdict(set)
     per_day: dict[date, set[bytes]] = defaultdict(set)
-    ttls = _live_days([*people, *anonymous], now)
-    for visits, unique in ((people, False), (anonymous, True)):
+    ttls = _live_days([*signed_in, *anonymous], now)
+    for visits, unique in ((signed_in, False), (anonymous, True)):
         for visitor, day in visits:
             if day not in ttls:
                 continue
-            shard, partition = _home(visitor)
-            groups[shard, day][visitor] = partition
+            groups[_home(visitor)[0], day].add(visitor)
             if unique:
                 per_day[day].add(visitor)
-    indexes = []
+    today = day_of(now)
+    kept = lifetimes.generation_ttl(lifetimes.generation_of(today), now)
+    new = Sum()
     for (shard, day), members in groups.items():
-        hashes = [keys.visitor_seen(shard, partition) for partition in members.values()]
-        script_keys = [keys.new_visitors(shard, day_name(day)), keys.tombstones(f"vis:{shard}"), *hashes]
-        indexes.append(pipe.script(FIRST_VISIT, script_keys, [day_number(day), ttls[day], repr(now), *members]))
+        counter, tombstones = keys.new_visitors(shard, day_name(day)), keys.tombstones(f"vis:{shard}")
+        script_keys = [counter, tombstones, *_generations(shard, today)]
+        args = [day_number(day), ttls[day], repr(now), kept, *sorted(members)]
+        new.replies.append(pipe.script(FIRST_VISIT, script_keys, args))
     for day, members in per_day.items():
         found = _dated_keys(UNIQUE, day, now)
         pipe.script(ADD_TO_PERIODS, [key for key, _ in found], ["hll", *(ttl for _, ttl in found), *members])
-    return indexes
+    return new
+
+
+def queue_merge_legacy(pipe: Pipeline, legacy: str, shard: int, now: float) -> Reply:
+    """Queue the merge of a legacy first-visit hash (``keys.visitor_seen`` of ``shard``) into the
+    shard's current generation, at most ``MERGE_STEP`` entries, an id in both keeping the earlier
+    day; returns its reply: the entries the hash has left (0: merged and deleted)."""
+    generation = lifetimes.generation_of(day_of(now))
+    current = keys.visitor_generation(shard, generation)
+    return pipe.script(MERGE_VISITORS, [legacy, current], [lifetimes.generation_ttl(generation, now), MERGE_STEP])
 
 
 def queue_traffic(pipe: Pipeline, kind: str, day: date, now: float, requests: int = 1) -> None:
@@ -151,25 +155,25 @@ def queue_traffic(pipe: Pipeline, kind: str, day: date, now: float, requests: in
 # --- reads, one round trip each ---------------------------------------------------------------
 
 
-def _queue_active(pipe: Pipeline, period: str, day: date) -> list[int]:
-    """The reads whose replies sum to the period's active users: BITCOUNT in ranges of
-    ``COUNT_CHUNK_BYTES``, so no command's work grows with the id space, and PFCOUNT."""
-    index, name, first = PERIODS.index(period), name_of(period, day), len(pipe)
-    for start in range(0, MAX_ID // 8 + 1, COUNT_CHUNK_BYTES):
+def _queue_active(pipe: Pipeline, period: str, day: date) -> Sum:
+    """The period's active users: BITCOUNT in ranges of ``COUNT_CHUNK_BYTES``, so no command's work
+    grows with the number of people."""
+    index, name, counts = PERIODS.index(period), name_of(period, day), Sum()
+    for start in range(0, MAX_PEOPLE // 8 + 1, COUNT_CHUNK_BYTES):
         pipe.bitcount(BITS[index](name), start, start + COUNT_CHUNK_BYTES - 1)
-    pipe.pfcount(HLLS[index](name))
-    return list(range(first, len(pipe)))
+        counts.replies.append(pipe.reply())
+    return counts
 
 
-def _queue_unique(pipe: Pipeline, period: str, day: date) -> list[int]:
+def _queue_unique(pipe: Pipeline, period: str, day: date) -> Reply:
     """The PFCOUNT of the anonymous unique visitors of the period holding ``day``."""
     pipe.pfcount(UNIQUE[PERIODS.index(period)](name_of(period, day)))
-    return [len(pipe) - 1]
+    return pipe.reply()
 
 
-def _queue_traffic_read(pipe: Pipeline, day: date) -> int:
+def _queue_traffic_read(pipe: Pipeline, day: date) -> Reply:
     pipe.hmget(keys.traffic(day_name(day)), list(NOT_PEOPLE))
-    return len(pipe) - 1
+    return pipe.reply()
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,21 +192,22 @@ def today(client: Client, day: date, online_since: float) -> Today:
     """Every figure of ``day`` and of its week and month, and the users seen since
     ``online_since``: one round trip of bounded commands."""
     pipe = client.pipeline(transaction=False)
-    online_at = last_seen_store.queue_count_since(pipe, online_since)
-    active_at = {period: _queue_active(pipe, period, day) for period in PERIODS}
-    unique_at = {period: _queue_unique(pipe, period, day) for period in PERIODS}
-    new_at = len(pipe)
+    online = last_seen_store.queue_count_since(pipe, online_since)
+    active = {period: _queue_active(pipe, period, day) for period in PERIODS}
+    unique = {period: _queue_unique(pipe, period, day) for period in PERIODS}
+    new = Sum()
     for shard in range(VISITOR_SHARDS):
-        pipe.get(keys.new_visitors(shard, day_name(day)))
-        pipe.get(keys.new_visitors_harvested(shard, day_name(day)))
-    traffic_at = _queue_traffic_read(pipe, day)
-    replies = pipe.execute()
-    bots, machines = (int(count or 0) for count in replies[traffic_at])
+        for counter in (keys.new_visitors(shard, day_name(day)), keys.new_visitors_harvested(shard, day_name(day))):
+            pipe.get(counter)
+            new.replies.append(pipe.reply())
+    traffic = _queue_traffic_read(pipe, day)
+    pipe.execute()
+    bots, machines = (int(count or 0) for count in traffic.value)
     return Today(
-        online=total(replies, online_at),
-        active={period: total(replies, indexes) for period, indexes in active_at.items()},
-        anonymous={period: total(replies, indexes) for period, indexes in unique_at.items()},
-        new_visitors=total(replies, range(new_at, traffic_at)),
+        online=online.value,
+        active={period: counts.value for period, counts in active.items()},
+        anonymous={period: int(count.value) for period, count in unique.items()},
+        new_visitors=new.value,
         bots=bots,
         machines=machines,
     )
@@ -224,19 +229,19 @@ def harvest(client: Client, day: date, now: float) -> Harvest:
     rollup that dies before its database write loses nothing: a retry reads them again. One round trip."""
     pipe = client.pipeline(transaction=False)
     ttl, name = max(day_ttl(day, now), 1), day_name(day)
-    new_at = [
+    new = Sum(
         pipe.script(HARVEST_COUNTER, [keys.new_visitors(shard, name), keys.new_visitors_harvested(shard, name)], [ttl])
         for shard in range(VISITOR_SHARDS)
-    ]
-    active_at = _queue_active(pipe, "day", day)
-    unique_at = _queue_unique(pipe, "day", day)
-    traffic_at = _queue_traffic_read(pipe, day)
-    replies = pipe.execute()
-    bots, machines = (int(count or 0) for count in replies[traffic_at])
+    )
+    active = _queue_active(pipe, "day", day)
+    unique = _queue_unique(pipe, "day", day)
+    traffic = _queue_traffic_read(pipe, day)
+    pipe.execute()
+    bots, machines = (int(count or 0) for count in traffic.value)
     return Harvest(
-        active=total(replies, active_at),
-        anonymous=total(replies, unique_at),
-        new_visitors=total(replies, new_at),
+        active=active.value,
+        anonymous=int(unique.value),
+        new_visitors=new.value,
         bots=bots,
         machines=machines,
     )

@@ -10,15 +10,16 @@ from ``Sentinel.master_for``; and the boundary between redis-py's errors and the
 from __future__ import annotations
 
 import functools
-import re
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeAlias
 
 import redis
 from redis.backoff import NoBackoff
-from redis.client import Pipeline as RedisPipeline
-from redis.cluster import RedisCluster
+from redis.cluster import ClusterNode, RedisCluster
+from redis.commands import CoreCommands
 from redis.exceptions import (
     AskError,
     ClusterError,
@@ -26,7 +27,6 @@ from redis.exceptions import (
     RedisClusterException,
     SlotNotCoveredError,
 )
-from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
@@ -52,8 +52,9 @@ SERVER_STATES = frozenset(
         "UNBLOCKED",
     }
 )
-# redis-py prefixes an error raised from a pipeline with the command that caused it.
-_PIPELINE_NOTE = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.DOTALL)
+# What redis-py writes before the server's reply in the message of an error it raises from a
+# transaction for a command MULTI refused ("Command # 3 (EXPIRE k 60) of pipeline caused error: ").
+MULTI_REFUSAL_NOTE = " of pipeline caused error: "
 _ERRORS = (redis.RedisError, RedisClusterException)
 # Seconds between a Sentinel client's questions to the sentinels about where the primary is (one
 # SENTINEL MASTERS round trip a process, on whichever command comes due): at most this long after
@@ -61,16 +62,24 @@ _ERRORS = (redis.RedisError, RedisClusterException)
 SENTINEL_RECHECK_S = 1.0
 
 
+def reply_code(error: redis.ResponseError) -> str:
+    """The first word of the server's error reply. redis-py keeps it as ``status_code`` on every reply
+    it has a class for (OOM, READONLY, LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, NOSCRIPT, ERR, ...).
+    A reply it has none for (BUSY, NOREPLICAS, MISCONF, UNBLOCKED) is the error's message: as the
+    server sent it, or after ``MULTI_REFUSAL_NOTE`` when MULTI refused the command."""
+    return error.status_code or str(error).rpartition(MULTI_REFUSAL_NOTE)[2].split(" ", 1)[0]
+
+
 def unavailable_reason(error: BaseException | None) -> str | None:
     """Why ``error`` means Redis cannot serve now (a reply code, ``connection`` or ``timeout``), or None."""
     if isinstance(error, redis.TimeoutError):
         return "timeout"
+    if isinstance(error, redis.BusyLoadingError):
+        return "LOADING"
     if isinstance(error, redis.ConnectionError):
-        return "LOADING" if isinstance(error, redis.BusyLoadingError) else "connection"
-    if isinstance(error, redis.ResponseError):
-        code = error.status_code or _PIPELINE_NOTE.sub("", str(error)).split(" ", 1)[0]
-        if code in SERVER_STATES:
-            return code
+        return "connection"
+    if isinstance(error, redis.ResponseError) and reply_code(error) in SERVER_STATES:
+        return reply_code(error)
     if isinstance(error, (ClusterError, SlotNotCoveredError)):
         return "CLUSTERDOWN"  # redirections exhausted, or a slot that no known node serves
     if isinstance(error, RedisClusterException):
@@ -92,29 +101,74 @@ def translate(error: BaseException) -> BaseException:
     return translated
 
 
-class Pipeline(RedisPipeline):
-    """redis-py's pipeline with ``script()`` and the service's errors, raised or returned in place
-    of a reply. On a cluster it is ``ClusterPipeline``, which routes its commands by slot."""
+Command: TypeAlias = tuple[tuple[Any, ...], dict[str, Any]]
 
-    def __init__(self, client: Client, pool: Any, callbacks: Any, transaction: bool) -> None:
-        super().__init__(pool, callbacks, transaction, None)
+
+class Reply:
+    """A queued command's reply, set when its pipeline executes: what a store function that queues
+    hands its caller, so no caller counts positions in a pipeline's replies."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: Any = None
+
+
+class Sum:
+    """The sum of integer replies (a missing key's None counts as 0), known once they are."""
+
+    __slots__ = ("replies",)
+
+    def __init__(self, replies: Iterable[Reply] = ()) -> None:
+        self.replies = list(replies)
+
+    @property
+    def value(self) -> int:
+        return sum(int(reply.value or 0) for reply in self.replies)
+
+
+class Pipeline(CoreCommands):
+    """The service's pipeline: redis-py's command methods (``CoreCommands``, the mixin redis-py builds
+    its clients from) queue here, ``script()`` queues a bare EVALSHA, and ``execute()`` hands the
+    queue to redis-py's own pipeline, then raises or returns the service's errors in place of replies.
+    On a cluster it is ``ClusterPipeline``, which sends each node its share."""
+
+    def __init__(self, client: Client, transaction: bool) -> None:
         self.client = client
+        self.transaction = transaction
+        self.command_stack: list[Command] = []
         self._scripts: dict[int, tuple[Any, Sequence[str], Sequence[Any]]] = {}
+        self._replies: list[tuple[int, Reply]] = []
 
-    def script(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> int:
-        """Queue ``script`` (a ``scripts.LuaScript``) by its SHA; returns the index of its reply."""
-        index = len(self)
-        self._scripts[index] = (script, keys, args)
+    def __len__(self) -> int:
+        return len(self.command_stack)
+
+    def execute_command(self, *args: Any, **options: Any) -> Pipeline:
+        """Queue one command (what every command method calls)."""
+        self.command_stack.append((args, options))
+        return self
+
+    def reply(self) -> Reply:
+        """The reply of the command queued last, set by ``execute``."""
+        handle = Reply()
+        self._replies.append((len(self) - 1, handle))
+        return handle
+
+    def script(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Reply:
+        """Queue ``script`` (a ``scripts.LuaScript``) by its SHA; returns its reply, set by ``execute``."""
+        self._scripts[len(self)] = (script, keys, args)
         self.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        return index
+        return self.reply()
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
         if not len(self):
             return []
+        stack, self.command_stack = self.command_stack, []
         scripts, self._scripts = self._scripts, {}
+        handles, self._replies = self._replies, []
         metrics.REDIS_ROUND_TRIPS.inc()
         try:
-            results = self._send()
+            results = self._send(stack)
         except _ERRORS as error:
             raise translate(error) from error
         for index, (script, keys, args) in scripts.items():
@@ -125,58 +179,77 @@ class Pipeline(RedisPipeline):
             for result in results:
                 if isinstance(result, Exception):
                     raise result
+        for index, handle in handles:
+            handle.value = results[index]
         return results
 
-    def _send(self) -> list[Any]:
-        """Every queued command's reply, or its error in its place."""
-        return super().execute(raise_on_error=False)
+    def _send(self, stack: list[Command]) -> list[Any]:
+        """Every command's reply, or its error in its place: redis-py's pipeline on the client's pool."""
+        return _run(redis.Redis.pipeline(self.client, transaction=self.transaction), stack)
+
+
+def _run(pipe: redis.client.Pipeline, stack: Sequence[Command]) -> list[Any]:
+    """``stack`` through redis-py's pipeline ``pipe``: the replies, each error in its command's place."""
+    for args, options in stack:
+        pipe.execute_command(*args, **options)
+    return pipe.execute(raise_on_error=False)
+
+
+@functools.cache
+def _senders(pid: int) -> ThreadPoolExecutor:
+    """The threads of process ``pid`` that send a cluster pipeline's shares beyond the first (threads
+    do not survive a fork: a forked child makes its own)."""
+    return ThreadPoolExecutor(thread_name_prefix=f"activity-cluster-send-{pid}")
 
 
 class ClusterPipeline(Pipeline):
-    """One round trip to every node the commands reach: all written, then all replies read. Not
-    redis-py's cluster pipeline, which re-sends a command whose reply timed out though it ran: here
-    only a redirection (the command did not run) is sent again. A node that cannot be reached fails
-    the round trip before anything is written. With ``transaction`` the keys must share one slot."""
+    """A redis-py pipeline per node the commands reach, all sent at once (the calling thread sends one
+    node's share, ``_senders`` the others; one after another while the interpreter exits): one round
+    trip in time. Not redis-py's cluster pipeline, which re-sends a command whose reply timed out
+    though it ran: here only a redirection (the command did not run) is sent again. A node that
+    cannot be reached fails the round trip before anything is written. With ``transaction`` the keys
+    must share one slot."""
 
     client: ClusterClient
 
-    def _send(self) -> list[Any]:
-        stack, cluster = self.command_stack, self.client
-        self.reset()
-        nodes: dict[str, tuple[Any, list[int]]] = {}
-        slots = set()
+    def _send(self, stack: list[Command]) -> list[Any]:
+        cluster = self.client
+        shares: dict[str, tuple[ClusterNode, list[int]]] = {}
         for position, (args, _) in enumerate(stack):
-            slots.add(slot := cluster.determine_slot(*args))
-            node = cluster.nodes_manager.get_node_from_slot(slot)
-            nodes.setdefault(node.name, (node, []))[1].append(position)
+            node = cluster.get_nodes_from_slot(args[0], *args)[0]
+            shares.setdefault(node.name, (node, []))[1].append(position)
         if self.transaction:
-            if len(slots) > 1:
+            if len({cluster.determine_slot(*args) for args, _ in stack}) > 1:
                 raise RedisClusterException("a transaction's keys must all map to the same slot")
-            node, _ = next(iter(nodes.values()))
-            pipe = cluster.get_redis_connection(node).pipeline(transaction=True)
-            for args, options in stack:
-                pipe.execute_command(*args, **options)
-            return pipe.execute(raise_on_error=False)
+            node, _ = next(iter(shares.values()))
+            return _run(cluster.get_redis_connection(node).pipeline(transaction=True), stack)
+        # Every node's connection first: a node that cannot be reached fails the whole round trip
+        # before anything is written anywhere, so no batch is left half-written.
+        for node, _ in shares.values():
+            pool = cluster.get_redis_connection(node).connection_pool
+            pool.release(pool.get_connection())
         results: list[Any] = [None] * len(stack)
-        sent = []
-        try:
-            # Every node's connection first: a node that cannot be reached fails the whole round
-            # trip before anything is written anywhere, so no batch is left half-written.
-            for node, positions in nodes.values():
-                client = cluster.get_redis_connection(node)
-                sent.append((client, client.connection_pool.get_connection(), positions))
-            for _, connection, positions in sent:
-                try:
-                    connection.send_packed_command(connection.pack_commands([stack[p][0] for p in positions]))
-                except _ERRORS as error:
-                    for position in positions:
-                        results[position] = error
-            for client, connection, positions in sent:
-                if results[positions[0]] is None:
-                    self._read(client, connection, positions, stack, results)
-        finally:
-            for client, connection, _ in sent:
-                client.connection_pool.release(connection)
+
+        def send(node: ClusterNode, positions: list[int]) -> None:
+            """One node's share; when the node fails, each of its commands gets the error."""
+            pipe = cluster.get_redis_connection(node).pipeline(transaction=False)
+            try:
+                replies = _run(pipe, [stack[position] for position in positions])
+            except _ERRORS as error:
+                replies = [error] * len(positions)
+            for position, reply in zip(positions, replies, strict=True):
+                results[position] = reply
+
+        first, *others = shares.values()
+        sending = []
+        for share in others:
+            try:
+                sending.append(_senders(os.getpid()).submit(send, *share))
+            except RuntimeError:  # the interpreter is exiting (atexit sends what waits): no new threads
+                send(*share)
+        send(*first)
+        for share in sending:
+            share.result()
         for position, reply in enumerate(results):
             # MOVED is an AskError. TRYAGAIN (a slot mid-migration) stays the reply: the batch is
             # refused now and retried later, not spun on for the length of a migration.
@@ -187,22 +260,6 @@ class ClusterPipeline(Pipeline):
                 except _ERRORS as error:
                     results[position] = error
         return results
-
-    @staticmethod
-    def _read(client: redis.Redis, connection: Any, positions: list[int], stack: list, results: list) -> None:
-        """One node's replies into ``results``; when the node fails, its commands not yet answered
-        get the error, and the connection is closed so no late reply is read as another's."""
-        for done, position in enumerate(positions):
-            args, options = stack[position]
-            try:
-                results[position] = client.parse_response(connection, args[0], **options)
-            except redis.ResponseError as error:
-                results[position] = error
-            except _ERRORS as error:
-                connection.disconnect()
-                for rest in positions[done:]:
-                    results[rest] = error
-                return
 
 
 class _ServiceErrors:
@@ -220,7 +277,7 @@ class StandaloneClient(_ServiceErrors, redis.Redis):
     """``redis.Redis`` whose commands and pipelines raise the service's errors."""
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
-        return Pipeline(self, self.connection_pool, self.response_callbacks, transaction)
+        return Pipeline(self, transaction)
 
 
 class ClusterClient(_ServiceErrors, RedisCluster):
@@ -228,7 +285,7 @@ class ClusterClient(_ServiceErrors, RedisCluster):
     error boundary and pipelines as ``StandaloneClient``."""
 
     def pipeline(self, transaction: bool = False, shard_hint: Any = None) -> ClusterPipeline:
-        return ClusterPipeline(self, None, {}, transaction)
+        return ClusterPipeline(self, transaction)
 
 
 class SentinelClient(StandaloneClient):
@@ -276,10 +333,10 @@ def client_options(timeout: float) -> dict[str, Any]:
         socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), 0),
         health_check_interval=30,
-        # redis-py 8 skips its check that a pooled connection has no reply left unread while
-        # maintenance notifications (RESP3 push messages of managed Redis) are on, as they are by
-        # default; the service speaks RESP2 and needs the check.
-        maint_notifications_config=MaintNotificationsConfig(enabled=False),
+        # RESP2 whatever redis-py's default (8 speaks RESP3, 7.4 RESP2): replies of one shape on every
+        # release the range allows, and no maintenance notifications (RESP3 push messages), with
+        # which redis-py skips its check that a pooled connection has no reply left unread.
+        protocol=2,
     )
 
 
@@ -313,11 +370,6 @@ def _sentinel_client(url: conf.SentinelURL, options: dict[str, Any]) -> Sentinel
     sentinels = Sentinel(list(url.sentinels), sentinel_kwargs=to_sentinels)
     credentials = {"username": url.username, "password": url.password}
     return sentinels.master_for(url.service, redis_class=SentinelClient, db=url.db, **credentials, **options)
-
-
-def total(replies: Sequence[Any], indexes: Iterable[int]) -> int:
-    """The sum of the integer replies at ``indexes`` (a missing key's None counts as 0)."""
-    return sum(int(replies[index] or 0) for index in indexes)
 
 
 def get_client() -> Client:

@@ -62,7 +62,7 @@ class FlushQueue:
             return Ack(0, [])
         parts = partitions()
         pipe = self.client.pipeline(transaction=False)
-        for i, users in by_partition(members, len(parts)).items():
+        for i, users in by_partition(members).items():
             pipe.script(ACK, [parts[i].claimed, parts[i].tombstones], [claim_time, repr(float(now)), *users])
         replies = pipe.execute()
         return Ack(sum(removed for removed, _ in replies), [member for _, erased in replies for member in erased])
@@ -74,19 +74,22 @@ class FlushQueue:
             return
         parts = partitions()
         pipe = self.client.pipeline(transaction=False)
-        for i, users in by_partition(members, len(parts)).items():
+        for i, users in by_partition(members).items():
             pipe.zrem(parts[i].claimed, *users)
         pipe.execute()
 
     def reap(self, older_than: float, step: int) -> int:
-        """Hand claims made at or before ``older_than`` back to ``dirty``, ``step`` per call."""
+        """Hand claims made at or before ``older_than`` back to ``dirty``, ``step`` per call: one
+        round trip calling every partition, then another for those that had more."""
         total = 0
-        for part in partitions():
-            while True:
-                moved = REAP(self.client, [part.claimed, part.dirty], [repr(float(older_than)), step])
-                total += moved
-                if moved < step:
-                    break
+        pending = list(partitions())
+        while pending:
+            pipe = self.client.pipeline(transaction=False)
+            for part in pending:
+                pipe.script(REAP, [part.claimed, part.dirty], [repr(float(older_than)), step])
+            replies = pipe.execute()
+            total += sum(replies)
+            pending = [part for part, moved in zip(pending, replies, strict=True) if moved == step]
         return total
 
     def backlog(self) -> Backlog:

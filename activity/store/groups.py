@@ -2,8 +2,9 @@
 published whole (RENAME), so a reader sees no view or a complete one. Updates are ``ZADD XX GT`` in
 views that exist: they never create a view, add a member or move a score back.
 
-And each group's membership as a bitmap in the active-user bitmaps' id space (``{au}``), so the
-members active in a day, week or month are one BITOP AND and one BITCOUNT in one script."""
+And each group's membership as a bitmap by dense id (``store.people``, ``{au}``), as the active-user
+bitmaps are, so the members active in a day, week or month are one BITOP AND and one BITCOUNT in
+one script."""
 
 from __future__ import annotations
 
@@ -13,15 +14,15 @@ from datetime import date
 from itertools import islice
 
 from activity.calendar import PERIODS, name_of
-from activity.store import keys
-from activity.store.audience import BITS, bitmap_offset
-from activity.store.client import Client
+from activity.store import keys, people
+from activity.store.audience import BITS
+from activity.store.client import Client, Reply
 from activity.store.scripts import LuaScript, Pipeline
 
 UPSERT = LuaScript("group_view_upsert")
 PUBLISH = LuaScript("group_view_publish")
 GROUPS_OF = LuaScript("groups_of")
-ACTIVE = LuaScript("group_active")
+GROUP_ACTIVE = LuaScript("group_active")
 
 NEVER = -1.0  # score of a member never seen: below every real epoch time
 KEYS_PER_ROUND = 250  # views per script call
@@ -72,12 +73,13 @@ def build(client: Client, group_id: int, scores: Mapping[str, float | None], see
     published_at = pipe.script(
         PUBLISH, [temp, keys.group_view(group_id), keys.group_epoch(group_id)], [seen_epoch, view_ttl_ms]
     )
-    return pipe.execute()[published_at] == 1
+    pipe.execute()
+    return published_at.value == 1
 
 
-def queue_groups_of(pipe: Pipeline, users: Iterable[str]) -> int | None:
-    """Queue the read of the users' group indexes (one EVALSHA); returns its reply index, whose reply
-    lists each user's group ids in ``users`` order. None when there are no users."""
+def queue_groups_of(pipe: Pipeline, users: Iterable[str]) -> Reply | None:
+    """Queue the read of the users' group indexes (one EVALSHA); returns its reply, which lists each
+    user's group ids in ``users`` order once the pipeline has run. None when there are no users."""
     index_keys = [keys.user_groups(user) for user in users]
     return pipe.script(GROUPS_OF, index_keys, []) if index_keys else None
 
@@ -96,8 +98,8 @@ def upsert(client: Client, updates: Updates) -> int:
             calls.append(pipe.script(UPSERT, [keys.group_view(group_id) for group_id, _ in batch], args))
     if not calls:
         return 0
-    results = pipe.execute()
-    return sum(results[i] for i in calls)
+    pipe.execute()
+    return sum(call.value for call in calls)
 
 
 def drop(client: Client, group_ids: Iterable[int], removed: Iterable[tuple[int, str]], ttl: int) -> None:
@@ -119,17 +121,21 @@ def drop(client: Client, group_ids: Iterable[int], removed: Iterable[tuple[int, 
 
 
 def write_members(
-    client: Client, added: Iterable[tuple[int, str]], removed: Iterable[tuple[int, str]], deleted: Iterable[int]
+    client: Client,
+    added: Sequence[tuple[int, str]],
+    removed: Sequence[tuple[int, str]],
+    deleted: Iterable[int],
+    now: float,
 ) -> None:
     """Mirror committed membership changes into the groups' bitmaps, (group id, user) pairs, then
-    delete the bitmaps of ``deleted`` groups; one MULTI (every key is ``{au}``). A user whose id
-    has no bit (``audience.bitmap_offset``) is left out, as the active-user bitmaps leave it out."""
+    delete the bitmaps of ``deleted`` groups: the members' dense ids (assigned where missing) in one
+    round trip, then one MULTI (every key is ``{au}``). A user erased and still tombstoned is left out."""
+    dense = people.assign(client, sorted({user for _, user in (*added, *removed)}), now)
     pipe = client.pipeline(transaction=True)
     for pairs, value in ((removed, 0), (added, 1)):
         for group_id, user in pairs:
-            offset = bitmap_offset(user)
-            if offset is not None:
-                pipe.setbit(keys.group_members(group_id), offset, value)
+            if user in dense:
+                pipe.setbit(keys.group_members(group_id), dense[user], value)
     for group_id in set(deleted):
         pipe.delete(keys.group_members(group_id))
     if len(pipe):
@@ -145,13 +151,15 @@ def _bitmap(offsets: Iterable[int]) -> bytes:
     return bytes(bits)
 
 
-def replace_members(client: Client, members: Mapping[int, Iterable[str]]) -> int:
-    """Replace each group's bitmap by one holding exactly its ``members`` (those with a bit): one SET
-    per group, atomic, or a DEL when none has a bit; one round trip. Returns the bits written."""
+def replace_members(client: Client, members: Mapping[int, Sequence[str]], now: float) -> int:
+    """Replace each group's bitmap by one holding exactly its ``members`` (by dense id, assigned
+    where missing; a tombstoned user left out): one SET per group, atomic, or a DEL when it has
+    none; two round trips. Returns the bits written."""
+    dense = people.assign(client, sorted({user for users in members.values() for user in users}), now)
     pipe = client.pipeline(transaction=False)
     written = 0
     for group_id, users in members.items():
-        offsets = {offset for offset in map(bitmap_offset, users) if offset is not None}
+        offsets = {dense[user] for user in users if user in dense}
         written += len(offsets)
         if offsets:
             pipe.set(keys.group_members(group_id), _bitmap(offsets))
@@ -163,12 +171,13 @@ def replace_members(client: Client, members: Mapping[int, Iterable[str]]) -> int
 
 def active_members(client: Client, group_ids: Sequence[int], period: str, day: date) -> list[int]:
     """Members of each group active in the ``period`` (day, week or month) holding ``day``, in
-    ``group_ids`` order: one EVALSHA per group, all in one round trip, each bounded by the id space."""
+    ``group_ids`` order: one EVALSHA per group, all in one round trip, each bounded by the number of
+    people (a bit each)."""
     if not group_ids:
         return []
     active = BITS[PERIODS.index(period)](name_of(period, day))
     scratch = keys.group_active_scratch()
     pipe = client.pipeline(transaction=False)
     for group_id in group_ids:
-        pipe.script(ACTIVE, [keys.group_members(group_id), active, scratch], [])
+        pipe.script(GROUP_ACTIVE, [keys.group_members(group_id), active, scratch], [])
     return [int(count) for count in pipe.execute()]

@@ -1,175 +1,59 @@
-"""Every Redis key the service uses is built here, each builder declaring its family (pattern, type,
-lifetime) with ``@family``. The sweep reads the same declarations, so no key is built without saying
-how long it lives and the sweep never gives a key a TTL its writers would not. Keys one script or
+"""Every Redis key the service uses is named here, each builder declaring its family (pattern, type,
+lifetime: ``store.lifetimes``) with ``@family`` (``store.families``, the sweep's registry). The sweep
+reads the same declarations, so no key is built without saying how long it lives and the sweep
+never gives a key a TTL its writers would not. Keys one script or
 MULTI touches together share a hash tag, so every atomic step stays in one Cluster slot.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import date, datetime
-from typing import TypeVar
+from activity import conf
+from activity.store import lifetimes
+from activity.store.families import family, prefix
+from activity.store.lifetimes import COHORT, DATED, DELETE, GENERATION, LONG_LIVED, MERGED, fixed
 
-from activity import calendar, conf
-from activity.calendar import DAY_SECONDS
-
-# --- families: what each kind of key is and how long it lives ----------------------------------
+# --- last seen and its flush queue, one hash tag {ls:<partition>} per partition
+# (ACTIVITY_LAST_SEEN_PARTITIONS): a Cluster spreads the writes; a script stays in one slot.
 
 
-@dataclass(frozen=True, slots=True)
-class Lifetime:
-    """How long a family's keys live, and so what the sweep restores: ``stray_ttl(fields, now)`` is
-    the TTL for a key found without one (0: delete it; None: leave it), given its placeholders' values."""
-
-    kind: str  # "long-lived", "ttl", "dated" or "delete"
-    stray_ttl: Callable[[Mapping[str, str], float], int | None]
-    keep_days: int = 0  # "dated": days kept past the end of the period the name gives
+@family("{ls:<partition>}:seen", "zset", LONG_LIVED)
+def last_seen(partition: int) -> str:
+    """Sorted set: user id -> last-seen epoch seconds, written only forward, for the users whose id
+    hashes to ``partition``."""
+    return f"{prefix()}{{ls:{partition}}}:seen"
 
 
-# One of the short documented list of keys that live without a TTL: never touched.
-LONG_LIVED = Lifetime("long-lived", lambda fields, now: None)
-# Every key of the family is written with a TTL; one found without is broken or a leftover.
-DELETE = Lifetime("delete", lambda fields, now: 0)
+@family("{ls:<partition>}:dirty", "zset", LONG_LIVED)
+def last_seen_dirty(partition: int) -> str:
+    """Sorted set: the partition's users whose last seen changed since the last flush, score = first
+    change time."""
+    return f"{prefix()}{{ls:{partition}}}:dirty"
 
 
-def fixed(seconds: Callable[[], int]) -> Lifetime:
-    """Every write gives the key ``seconds()`` (read at sweep time, so settings apply)."""
-    return Lifetime("ttl", lambda fields, now: seconds())
+@family("{ls:<partition>}:claimed", "zset", LONG_LIVED)
+def last_seen_claimed(partition: int) -> str:
+    """Sorted set: the partition's users claimed by a running flush, score = claim time
+    (reliable-queue pattern)."""
+    return f"{prefix()}{{ls:{partition}}}:claimed"
 
 
-# The dated audience keys (``activity.store.audience``) live this many days beyond the last day of
-# their period: longer than a report reads them, plus a margin for a late rollup.
-KEEP_DAYS = 35
-
-
-def day_ttl(day: date, now: float) -> int:
-    """Seconds a key of ``day`` still has to live at ``now``; <= 0 once the day is out of retention."""
-    return calendar.seconds_left(day, KEEP_DAYS, now)
-
-
-# The longest a writer gives a key of each dated kind: a day's, a week's or a month's retention.
-_LONGEST_DAYS = {"day": KEEP_DAYS + 1, "week": KEEP_DAYS + 7, "month": KEEP_DAYS + 31}
-
-
-def _dated_retention(fields: Mapping[str, str], now: float) -> int:
-    """As ``activity.store.audience`` writes it: until the period's last day ends + ``KEEP_DAYS``.
-    Past that the key is deleted (no writer renews it); a name without a readable period gets the
-    longest TTL a writer gives."""
-    period = next(name for name in calendar.PERIODS if name in fields)
-    try:
-        if period == "day":
-            last = datetime.strptime(fields["day"], "%Y%m%d").date()
-        else:
-            last = calendar.last_day(period, calendar.parse_period(period, fields[period]))
-    except ValueError:
-        return _LONGEST_DAYS[period] * DAY_SECONDS
-    return max(day_ttl(last, now), 0)
-
-
-DATED = Lifetime("dated", _dated_retention, KEEP_DAYS)
-
-_PLACEHOLDER = re.compile(r"<(\w+)>")
-
-
-@dataclass(frozen=True, slots=True)
-class Family:
-    """One kind of key. ``pattern`` is the key after the prefix, ``<name>`` standing for the
-    builder's parameter ``name``; ``redis_type`` is what TYPE answers for it."""
-
-    pattern: str
-    redis_type: str
-    lifetime: Lifetime
-    builder: Callable[..., str] | None
-    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        parts = _PLACEHOLDER.split(self.pattern)  # literal, name, literal, name, ..., literal
-        source = "".join(re.escape(part) if i % 2 == 0 else f"(?P<{part}>.+)" for i, part in enumerate(parts))
-        object.__setattr__(self, "regex", re.compile(source))
-        if self.lifetime.kind == "dated" and not any(f"<{p}>" in self.pattern for p in _LONGEST_DAYS):
-            raise ValueError(f"{self.pattern}: a dated family needs <day>, <week> or <month> in its pattern")
-
-
-FAMILIES: list[Family] = []
-
-Builder = TypeVar("Builder", bound=Callable[..., str])
-
-
-def family(pattern: str, redis_type: str, lifetime: Lifetime) -> Callable[[Builder], Builder]:
-    """Declare the family of the keys the decorated builder makes."""
-
-    def register(builder: Builder) -> Builder:
-        FAMILIES.append(Family(pattern, redis_type, lifetime, builder))
-        return builder
-
-    return register
-
-
-def prefix() -> str:
-    return conf.settings.KEY_PREFIX
-
-
-def sweep_pattern() -> str:
-    """SCAN MATCH pattern for every key under the prefix (glob characters in the prefix escaped)."""
-    escaped = "".join(f"\\{char}" if char in "*?[]\\" else char for char in prefix())
-    return f"{escaped}*"
-
-
-def family_of(key: str) -> tuple[Family, dict[str, str]] | None:
-    """The family ``key`` belongs to and the values of its pattern's placeholders; None when it is
-    not under the prefix or matches no family."""
-    own = prefix()
-    if not key.startswith(own):
-        return None
-    rest = key[len(own) :]
-    for candidate in FAMILIES:
-        match = candidate.regex.fullmatch(rest)
-        if match:
-            return candidate, match.groupdict()
-    return None
-
-
-def stray_ttl(key: str, now: float, default: int) -> int | None:
-    """TTL in seconds the sweep gives ``key`` found without one (0: delete); None: leave it alone.
-    A key of ours that matches no family gets ``default``."""
-    found = family_of(key)
-    if found is None:
-        return default
-    declared, fields = found
-    return declared.lifetime.stray_ttl(fields, now)
-
-
-def page_stats_ttl(stats_days: int, weekly: bool = False) -> int:
-    """Seconds a page statistic of a day (``weekly``: of a week, and display names) lives after the
-    write that gives it its TTL; also what the sweep gives one found without."""
-    return (stats_days + (7 if weekly else 0)) * DAY_SECONDS
-
-
-def _page_stats(weekly: bool = False) -> Lifetime:
-    return fixed(lambda: page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly))
-
-
-# --- last seen and its flush queue, tagged {ls}, or {ls:<partition>} per partition when
-# ACTIVITY_LAST_SEEN_PARTITIONS > 1 (a Cluster then spreads the writes; a script stays in one slot).
-
-
+# The one-set layout of earlier releases: read only by ``manage.py activity_upgrade``, which moves it
+# into the partitions. Long-lived, so the sweep never gives an installation's data a TTL before that.
 @family("{ls}:seen", "zset", LONG_LIVED)
-def last_seen() -> str:
-    """Sorted set: user id -> last-seen epoch seconds, written only forward."""
+def unpartitioned_last_seen() -> str:
+    """Sorted set: last seen of every user, as earlier releases kept it by default."""
     return f"{prefix()}{{ls}}:seen"
 
 
 @family("{ls}:dirty", "zset", LONG_LIVED)
-def last_seen_dirty() -> str:
-    """Sorted set: users whose last seen changed since the last flush, score = first change time."""
+def unpartitioned_last_seen_dirty() -> str:
+    """Sorted set: the one-set layout's unflushed changes."""
     return f"{prefix()}{{ls}}:dirty"
 
 
 @family("{ls}:claimed", "zset", LONG_LIVED)
-def last_seen_claimed() -> str:
-    """Sorted set: users claimed by a running flush, score = claim time (reliable-queue pattern)."""
+def unpartitioned_last_seen_claimed() -> str:
+    """Sorted set: the one-set layout's claims of a flush."""
     return f"{prefix()}{{ls}}:claimed"
 
 
@@ -177,27 +61,10 @@ def last_seen_claimed() -> str:
 # so each script checks its own slot's set. Always written with a TTL (its latest tombstone's).
 @family("{<tag>}:erased", "zset", DELETE)
 def tombstones(tag: str) -> str:
-    """Sorted set: member = an erased user id (in ``{vis:N}``: the user's 16-byte visitor id),
+    """Sorted set: member = an erased user id (in ``{vis:N}``: the user's 16-byte visitor id; in
+    ``{au}``: the 12-byte digest of the dense id map),
     score = when its tombstone expires; writes of the ``{tag}`` slot skip a member until then."""
     return f"{prefix()}{{{tag}}}:erased"
-
-
-@family("{ls:<partition>}:seen", "zset", LONG_LIVED)
-def last_seen_partition(partition: int) -> str:
-    """Sorted set: ``last_seen`` of the users whose id hashes to ``partition``."""
-    return f"{prefix()}{{ls:{partition}}}:seen"
-
-
-@family("{ls:<partition>}:dirty", "zset", LONG_LIVED)
-def last_seen_dirty_partition(partition: int) -> str:
-    """Sorted set: ``last_seen_dirty`` of the partition (same hash tag as its last seen)."""
-    return f"{prefix()}{{ls:{partition}}}:dirty"
-
-
-@family("{ls:<partition>}:claimed", "zset", LONG_LIVED)
-def last_seen_claimed_partition(partition: int) -> str:
-    """Sorted set: ``last_seen_claimed`` of the partition (same hash tag as its last seen)."""
-    return f"{prefix()}{{ls:{partition}}}:claimed"
 
 
 # A lock without a TTL would block its job forever; an announcement list without one is a leftover.
@@ -235,14 +102,22 @@ def traffic(day: str) -> str:
 
 
 # --- visitors and audience figures ---------------------------------------------------------------
-# First visits are spread over audience.VISITOR_SHARDS tags {vis:N}, a visitor's partition hash and
+# First visits are spread over audience.VISITOR_SHARDS tags {vis:N}, a shard's generation hashes and
 # the counter it increments sharing one. Active users ({au}) and unique visitors ({uv}) go into the
 # day's, week's and month's keys at once, so a week or month figure is one count, never a union.
 
 
-@family("{vis:<shard>}:seen:<partition>", "hash", LONG_LIVED)
+@family("{vis:<shard>}:gen:<generation>", "hash", GENERATION)
+def visitor_generation(shard: int, generation: int) -> str:
+    """Hash: 16-byte visitor id -> day number of its first visit ever, for the shard's visitors
+    whose latest visit fell in ``generation``."""
+    return f"{prefix()}{{vis:{shard}}}:gen:{generation}"
+
+
+@family("{vis:<shard>}:seen:<partition>", "hash", MERGED)
 def visitor_seen(shard: int, partition: int) -> str:
-    """Hash: 16-byte visitor id -> day number of its first visit ever."""
+    """Hash: first visits as releases before generations kept them, by partition, without a TTL;
+    nothing adds to it, the sweep moves its entries into the shard's current generation."""
     return f"{prefix()}{{vis:{shard}}}:seen:{partition}"
 
 
@@ -276,51 +151,51 @@ def unique_visitors_month(month: str) -> str:
     return f"{prefix()}{{uv}}:month:{month}"
 
 
-@family("{au}:bits:day:<day>", "string", DATED)
+# --- people: the dense id map and the bitmaps it indexes (docs/key-schema.md) ------------------
+# A person (any user id the API accepts) gets a small integer once, on their first event; every
+# {au} bitmap and the first-day field are indexed by it, so memory follows people, not ids.
+
+
+@family("{au}:ids", "hash", LONG_LIVED)
+def dense_ids() -> str:
+    """Hash: 12-byte digest of a user id -> the person's dense id (decimal, from 1): one entry per
+    person seen, removed by an erase."""
+    return f"{prefix()}{{au}}:ids"
+
+
+@family("{au}:ids:next", "string", LONG_LIVED)
+def dense_ids_next() -> str:
+    """String counter: the last dense id assigned (INCR); ids are never reused."""
+    return f"{prefix()}{{au}}:ids:next"
+
+
+@family("{au}:people:day:<day>", "string", DATED)
 def active_bits(day: str) -> str:
-    """Bitmap: bit N set when the user with integer id N was active on ``day``."""
-    return f"{prefix()}{{au}}:bits:day:{day}"
+    """Bitmap: bit N set when the person with dense id N was active on ``day``."""
+    return f"{prefix()}{{au}}:people:day:{day}"
 
 
-@family("{au}:hll:day:<day>", "string", DATED)
-def active_hll(day: str) -> str:
-    """HyperLogLog: active users on ``day`` whose ids have no bit (not integers up to ``audience.MAX_ID``)."""
-    return f"{prefix()}{{au}}:hll:day:{day}"
-
-
-@family("{au}:bits:week:<week>", "string", DATED)
+@family("{au}:people:week:<week>", "string", DATED)
 def active_bits_week(week: str) -> str:
-    """Bitmap: bit N set when the user with integer id N was active in ISO ``week``."""
-    return f"{prefix()}{{au}}:bits:week:{week}"
+    """Bitmap: bit N set when the person with dense id N was active in ISO ``week``."""
+    return f"{prefix()}{{au}}:people:week:{week}"
 
 
-@family("{au}:bits:month:<month>", "string", DATED)
+@family("{au}:people:month:<month>", "string", DATED)
 def active_bits_month(month: str) -> str:
-    """Bitmap: bit N set when the user with integer id N was active in ``month``."""
-    return f"{prefix()}{{au}}:bits:month:{month}"
-
-
-@family("{au}:hll:week:<week>", "string", DATED)
-def active_hll_week(week: str) -> str:
-    """HyperLogLog: active users in ISO ``week`` whose ids have no bit."""
-    return f"{prefix()}{{au}}:hll:week:{week}"
-
-
-@family("{au}:hll:month:<month>", "string", DATED)
-def active_hll_month(month: str) -> str:
-    """HyperLogLog: active users in ``month`` whose ids have no bit."""
-    return f"{prefix()}{{au}}:hll:month:{month}"
+    """Bitmap: bit N set when the person with dense id N was active in ``month``."""
+    return f"{prefix()}{{au}}:people:month:{month}"
 
 
 # --- group membership bitmaps: tagged {au}, so one script ANDs them with the active-user bitmaps --
 # Not {grp}: a script's keys share one slot, and the day's, week's and month's bitmaps are {au}.
 
 
-@family("{au}:group:<group_id>", "string", LONG_LIVED)
+@family("{au}:members:<group_id>", "string", LONG_LIVED)
 def group_members(group_id: int) -> str:
-    """Bitmap: bit N set when the user with integer id N is a member of the group (the database's
+    """Bitmap: bit N set when the person with dense id N is a member of the group (the database's
     membership, mirrored when it changes; ``activity_backfill`` rebuilds it)."""
-    return f"{prefix()}{{au}}:group:{group_id}"
+    return f"{prefix()}{{au}}:members:{group_id}"
 
 
 @family("{au}:group-and", "string", DELETE)
@@ -345,13 +220,13 @@ def session(user: str) -> str:
     return f"{prefix()}{PV_TAG}:session:{user}"
 
 
-@family("{pv}:name:<user>", "string", _page_stats(weekly=True))
+@family("{pv}:name:<user>", "string", lifetimes.page_stats(weekly=True))
 def display_name(user: str) -> str:
     """String: the user's username, or the user id until one is known."""
     return f"{prefix()}{PV_TAG}:name:{user}"
 
 
-@family("{pv}:aliases:<user>", "set", _page_stats(weekly=True))
+@family("{pv}:aliases:<user>", "set", lifetimes.page_stats(weekly=True))
 def display_aliases(user: str) -> str:
     """Set: the user's former display names, kept on a rename so an erase finds the entries past
     periods' by-name indexes still hold under them."""
@@ -363,19 +238,19 @@ def display_name_pattern() -> str:
     return display_name("*")
 
 
-@family("{pv}:started:<day>", "string", _page_stats())
+@family("{pv}:started:<day>", "string", lifetimes.page_stats())
 def sessions_started(day: str) -> str:
     """String counter: sessions started on ``day`` (YYYYMMDD, local)."""
     return f"{prefix()}{PV_TAG}:started:{day}"
 
 
-@family("{pv}:views:<day>", "string", _page_stats())
+@family("{pv}:views:<day>", "string", lifetimes.page_stats())
 def page_views(day: str) -> str:
     """String counter: page views on ``day``."""
     return f"{prefix()}{PV_TAG}:views:{day}"
 
 
-@family("{pv}:paths:<day>", "zset", _page_stats())
+@family("{pv}:paths:<day>", "zset", lifetimes.page_stats())
 def path_views(day: str) -> str:
     """Sorted set: path -> its page views on ``day``, the ``sessions.MAX_PATHS_PER_DAY`` most viewed kept."""
     return f"{prefix()}{PV_TAG}:paths:{day}"
@@ -384,14 +259,14 @@ def path_views(day: str) -> str:
 # A day's transitions are two sorted sets of the same "page NUL next page" members: one counts each
 # step, the other (scores 0) finds a page's steps by one ZRANGEBYLEX. Two keys a day, not one a page:
 # a script can declare them, and keys do not grow with the paths. Members are capped per page and day.
-@family("{pv}:next:<day>", "zset", _page_stats())
+@family("{pv}:next:<day>", "zset", lifetimes.page_stats())
 def transitions(day: str) -> str:
     """Sorted set: "page NUL next page" -> how often one followed the other in a session on ``day``,
     each page's ``sessions.MAX_NEXT_PAGES`` and the day's ``sessions.MAX_TRANSITIONS_PER_DAY`` most frequent kept."""
     return f"{prefix()}{PV_TAG}:next:{day}"
 
 
-@family("{pv}:next-index:<day>", "zset", _page_stats())
+@family("{pv}:next-index:<day>", "zset", lifetimes.page_stats())
 def transitions_index(day: str) -> str:
     """Sorted set, every score 0: the members of ``transitions(day)``, so a page's steps are one
     ``ZRANGEBYLEX [page NUL (page \\x01``."""
@@ -418,7 +293,7 @@ def recommendations(user: str) -> str:
     return f"{prefix()}{PV_TAG}:recs:{user}"
 
 
-@family("{pv}:uv:<period>:<user>", "string", _page_stats(weekly=True))
+@family("{pv}:uv:<period>:<user>", "string", lifetimes.page_stats(weekly=True))
 def user_views(period: str, user: str) -> str:
     """String counter: one user's page views in ``period`` (``d:YYYYMMDD`` or ``w:YYYYWww``)."""
     return f"{prefix()}{PV_TAG}:uv:{period}:{user}"
@@ -429,7 +304,7 @@ def user_views_pattern(period: str) -> str:
     return user_views(period, "*")
 
 
-@family("{pv}:top:<period>", "zset", _page_stats(weekly=True))
+@family("{pv}:top:<period>", "zset", lifetimes.page_stats(weekly=True))
 def top_viewers(period: str) -> str:
     """Sorted set: user id -> page views in ``period`` of the ``sessions.CANDIDATES`` users with the
     most (ties: the greater id, as SORT ... DESC), from which ``most-active`` is built."""
@@ -441,7 +316,7 @@ def top_viewers(period: str) -> str:
 NAME_SEPARATOR = "\0"
 
 
-@family("{pv}:byname:<period>", "zset", _page_stats(weekly=True))
+@family("{pv}:byname:<period>", "zset", lifetimes.page_stats(weekly=True))
 def viewers_by_name(period: str) -> str:
     """Sorted set, every score 0: "name NUL user id" of each user with page views in ``period``
     (once merged from the pending set), which ``active-by-name`` pages by rank."""
@@ -450,7 +325,7 @@ def viewers_by_name(period: str) -> str:
 
 # Not ``byname:<period>:pending``: the index's ``<period>`` would match that name too, and each key
 # belongs to exactly one family.
-@family("{pv}:byname-pending:<period>", "set", _page_stats(weekly=True))
+@family("{pv}:byname-pending:<period>", "set", lifetimes.page_stats(weekly=True))
 def viewers_by_name_pending(period: str) -> str:
     """Set: "name NUL user id" entries of ``period`` not yet merged into ``viewers_by_name``.
 
@@ -458,6 +333,15 @@ def viewers_by_name_pending(period: str) -> str:
     job merge a bounded slice per call. The empty string marks a set that has its TTL.
     """
     return f"{prefix()}{PV_TAG}:byname-pending:{period}"
+
+
+# The idempotency record of an ingest call: {pv}, so the page-view scripts of its batch read and stamp
+# it in the same step as their writes (``activity.store.idempotency``). Always written with a TTL.
+@family("{pv}:idem:<digest>", "hash", DELETE)
+def idempotency(digest: str) -> str:
+    """Hash: the claim, lease, writer and answer of one caller's ``Idempotency-Key`` (or one task id),
+    ``digest`` naming both; kept 24 h."""
+    return f"{prefix()}{PV_TAG}:idem:{digest}"
 
 
 # --- cached reports: tagged {pv} too, so SORT's source, patterns and STORE share one slot ------
@@ -527,45 +411,25 @@ def user_groups(user: str) -> str:
 # in one slot. Cohort bitmaps outlive the active ones: a 26-week table still reads its cohorts when
 # the rollup stores the cells of a week about to leave the active bitmaps' retention.
 
-# Days a first-active or moved bitmap lives past its day: 26 weeks of cohorts behind the oldest
-# active bitmap (KEEP_DAYS), plus a week's margin.
-COHORT_KEEP_DAYS = 26 * 7 + KEEP_DAYS + 8
 
-
-def cohort_ttl(day: date, now: float) -> int:
-    """Seconds a cohort bitmap of ``day`` still has to live at ``now``; <= 0 once out of retention."""
-    return calendar.seconds_left(day, COHORT_KEEP_DAYS, now)
-
-
-def _cohort_retention(fields: Mapping[str, str], now: float) -> int:
-    try:
-        day = datetime.strptime(fields["day"], "%Y%m%d").date()
-    except ValueError:
-        return (COHORT_KEEP_DAYS + 1) * DAY_SECONDS
-    return max(cohort_ttl(day, now), 0)
-
-
-COHORT = Lifetime("dated", _cohort_retention, COHORT_KEEP_DAYS)
-
-
-@family("{au}:first-day", "string", LONG_LIVED)
+@family("{au}:first-days", "string", LONG_LIVED)
 def first_day() -> str:
-    """String, a BITFIELD of u16: at offset 16 x user id, the day number of the user's first activity
-    (0: none known)."""
-    return f"{prefix()}{{au}}:first-day"
+    """String, a BITFIELD of u16: at offset 16 x dense id, the day number of the person's first
+    activity (0: none known)."""
+    return f"{prefix()}{{au}}:first-days"
 
 
-@family("{au}:first:day:<day>", "string", COHORT)
+@family("{au}:firsts:day:<day>", "string", COHORT)
 def first_active(day: str) -> str:
-    """Bitmap: bit N set when the user with integer id N was first active on ``day`` (YYYYMMDD)."""
-    return f"{prefix()}{{au}}:first:day:{day}"
+    """Bitmap: bit N set when the person with dense id N was first active on ``day`` (YYYYMMDD)."""
+    return f"{prefix()}{{au}}:firsts:day:{day}"
 
 
-@family("{au}:moved:day:<day>", "string", COHORT)
+@family("{au}:moves:day:<day>", "string", COHORT)
 def first_moved(day: str) -> str:
-    """Bitmap: bit N set when a late event made ``day`` the first day of user N in place of a later
-    one, whose first-active bitmap still holds the bit (cohort reads leave the user out there)."""
-    return f"{prefix()}{{au}}:moved:day:{day}"
+    """Bitmap: bit N set when a late event made ``day`` the first day of person N in place of a later
+    one, whose first-active bitmap still holds the bit (cohort reads leave the person out there)."""
+    return f"{prefix()}{{au}}:moves:day:{day}"
 
 
 @family("{au}:scratch:<token>:<name>", "string", DELETE)

@@ -1,6 +1,7 @@
 """Last seen per user: a sorted set written only through "ZADD unless smaller", so it never moves
-back, and pruned unless a change still waits for the database. ``ACTIVITY_LAST_SEEN_PARTITIONS``
-splits it by user over hash tags, so no Cluster slot carries every write (docs/last-seen.md)."""
+back, and pruned unless a change still waits for the database. It is split by user over
+``ACTIVITY_LAST_SEEN_PARTITIONS`` hash tags (one by default), so a Cluster can spread the writes
+(docs/last-seen.md). One layout whatever the count: partition ``i`` is ``{ls:<i>}``."""
 
 from __future__ import annotations
 
@@ -11,17 +12,19 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from django.core.exceptions import ImproperlyConfigured
-
 from activity import conf
 from activity.store import keys
-from activity.store.client import Client
+from activity.store.client import Client, Sum
 from activity.store.scripts import LuaScript, Pipeline
 
 ZADD_UNLESS_SMALLER = LuaScript("zadd_unless_smaller")
 PRUNE = LuaScript("prune_last_seen")
 PAGE_AFTER = LuaScript("last_seen_page_after")
 ZREM_IF_SCORE = LuaScript("zrem_if_score")
+
+# Earlier releases kept last seen in one set ({ls}), and a change of ACTIVITY_LAST_SEEN_PARTITIONS
+# leaves members in partitions that are no longer theirs: the upgrade looks in partitions 0 to this.
+EARLIER_PARTITIONS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,60 +38,43 @@ class Partition:
     tombstones: str
 
 
-def partitions(count: int | None = None) -> tuple[Partition, ...]:
-    """Every partition of ``count`` (default: ``ACTIVITY_LAST_SEEN_PARTITIONS``); 1 is the
-    unpartitioned layout."""
-    count = conf.settings.LAST_SEEN_PARTITIONS if count is None else count
-    if count < 1:
-        raise ImproperlyConfigured(f"ACTIVITY_LAST_SEEN_PARTITIONS must be at least 1, not {count}")
-    return _partitions(count, keys.prefix())
+def partition_count() -> int:
+    """``ACTIVITY_LAST_SEEN_PARTITIONS``: every process must agree (``activity_upgrade`` moves what
+    is stored after a change). One costs a batch one script call; each more spreads a Cluster's
+    writes but adds a call to a batch and a command to every online read."""
+    return conf.settings.LAST_SEEN_PARTITIONS
 
 
-@functools.lru_cache(maxsize=16)
-def _partitions(count: int, prefix: str) -> tuple[Partition, ...]:
-    """Built once rather than on every write and read; ``prefix`` is the names' only other input."""
-    if count == 1:
-        return (Partition(keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed(), keys.tombstones("ls")),)
-    return tuple(
-        Partition(
-            keys.last_seen_partition(i),
-            keys.last_seen_dirty_partition(i),
-            keys.last_seen_claimed_partition(i),
-            keys.tombstones(f"ls:{i}"),
-        )
-        for i in range(count)
-    )
+def partitions() -> tuple[Partition, ...]:
+    """Every partition, in index order."""
+    return _partitions(keys.prefix(), partition_count())
 
 
-def layouts_holding_data(client: Client, probe: int = 64) -> tuple[bool, list[int]]:
-    """(whether the unpartitioned keys hold anything, which of partitions 0..``probe``-1 hold last
-    seen), for the deploy check. One round trip; one EXISTS a key, as a cluster refuses one across slots."""
-    pipe = client.pipeline(transaction=False)
-    for key in (keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed()):
-        pipe.exists(key)
-    for i in range(probe):
-        pipe.exists(keys.last_seen_partition(i))
-    found = pipe.execute()
-    return any(found[:3]), [i for i, exists in enumerate(found[3:]) if exists]
+def _partition(i: int) -> Partition:
+    return Partition(keys.last_seen(i), keys.last_seen_dirty(i), keys.last_seen_claimed(i), keys.tombstones(f"ls:{i}"))
+
+
+@functools.lru_cache(maxsize=4)
+def _partitions(prefix: str, count: int) -> tuple[Partition, ...]:
+    """Built once rather than on every write and read; ``prefix`` and ``count`` are their only inputs."""
+    return tuple(_partition(i) for i in range(count))
 
 
 def partition_of(user: str) -> Partition:
     """The partition holding ``user``."""
-    parts = partitions()
-    return parts[partition_index(user, len(parts))]
+    return partitions()[partition_index(user)]
 
 
-def partition_index(user: str, count: int) -> int:
+def partition_index(user: str) -> int:
     """CRC-32 of the id, the same in every process and release (``hash`` of a string is salted)."""
-    return zlib.crc32(user.encode()) % count if count > 1 else 0
+    return zlib.crc32(user.encode()) % partition_count()
 
 
-def by_partition(users: Iterable[str], count: int | None = None) -> dict[int, list[str]]:
+def by_partition(users: Iterable[str]) -> dict[int, list[str]]:
     """``users`` grouped by partition index (first-seen order kept within each)."""
-    count = conf.settings.LAST_SEEN_PARTITIONS if count is None else count
     groups: dict[int, list[str]] = defaultdict(list)
     for user in users:
-        groups[partition_index(user, count)].append(user)
+        groups[partition_index(user)].append(user)
     return groups
 
 
@@ -99,33 +85,22 @@ def _flatten(scores: Mapping[str, float], users: Iterable[str]) -> list[str | fl
     return args
 
 
-def queue_update(pipe: Pipeline, scores: Mapping[str, float], now: float) -> list[int]:
+def queue_update(pipe: Pipeline, scores: Mapping[str, float], now: float) -> Sum:
     """Queue one EVALSHA per partition touched, moving last seen forward (tombstoned users skipped);
-    returns the reply indexes, whose replies sum to the users who moved."""
+    returns the users who moved, once the pipeline has run."""
     parts = partitions()
-    return [
+    return Sum(
         pipe.script(
             ZADD_UNLESS_SMALLER,
             [parts[i].seen, parts[i].dirty, parts[i].tombstones],
             [repr(now), *_flatten(scores, users)],
         )
         for i, users in by_partition(scores).items()
-    ]
-
-
-def update(client: Client, scores: Mapping[str, float], now: float) -> int:
-    """Move each user's last seen forward (never back); returns how many moved. One round trip."""
-    if not scores:
-        return 0
-    pipe = client.pipeline(transaction=False)
-    indexes = queue_update(pipe, scores, now)
-    results = pipe.execute()
-    return sum(results[i] for i in indexes)
+    )
 
 
 def get(client: Client, user: str) -> float | None:
-    parts = partitions()
-    return client.zscore(parts[partition_index(user, len(parts))].seen, user)
+    return client.zscore(partition_of(user).seen, user)
 
 
 def get_many(client: Client, users: Iterable[str]) -> dict[str, float | None]:
@@ -134,7 +109,7 @@ def get_many(client: Client, users: Iterable[str]) -> dict[str, float | None]:
     if not users:
         return {}
     parts = partitions()
-    groups = by_partition(users, len(parts))
+    groups = by_partition(users)
     pipe = client.pipeline(transaction=False)
     for i, members in groups.items():
         pipe.zmscore(parts[i].seen, members)
@@ -144,34 +119,22 @@ def get_many(client: Client, users: Iterable[str]) -> dict[str, float | None]:
     return {user: found[user] for user in users}
 
 
-def count_since(client: Client, since: float) -> int:
-    pipe = client.pipeline(transaction=False)
-    indexes = queue_count_since(pipe, since)
-    results = pipe.execute()
-    return sum(results[i] for i in indexes)
-
-
-def queue_count_since(pipe: Pipeline, since: float) -> list[int]:
-    """Queue one ZCOUNT per partition; returns their reply indexes (the replies add up)."""
-    first = len(pipe)
+def queue_count_since(pipe: Pipeline, since: float) -> Sum:
+    """Queue one ZCOUNT per partition; returns the users seen since ``since``, once the pipeline has run."""
+    counts = []
     for part in partitions():
         pipe.zcount(part.seen, since, "+inf")
-    return list(range(first, len(pipe)))
-
-
-def page_since(
-    client: Client, since: float, limit: int, before: tuple[float, str] | None = None
-) -> list[tuple[str, float]]:
-    """Users seen at or after ``since``, most recent first, strictly after the keyset ``before``
-    (score, member): users moving to the top meanwhile cannot shift a later page. One round trip, a
-    page per partition merged, each O(log N + limit) however many share the cursor's score."""
-    return page_and_count_since(client, since, limit, before, count=False)[0]
+        counts.append(pipe.reply())
+    return Sum(counts)
 
 
 def page_and_count_since(
-    client: Client, since: float, limit: int, before: tuple[float, str] | None = None, count: bool = True
-) -> tuple[list[tuple[str, float]], int | None]:
-    """``page_since`` and (unless ``count`` is False) ``count_since``, in one round trip."""
+    client: Client, since: float, limit: int, before: tuple[float, str] | None = None
+) -> tuple[list[tuple[str, float]], int]:
+    """Users seen at or after ``since``, most recent first, strictly after the keyset ``before``
+    (score, member): users moving to the top meanwhile cannot shift a later page; and how many were
+    seen since. One round trip, a page per partition merged, each O(log N + limit) however many
+    share the cursor's score."""
     pipe = client.pipeline(transaction=False)
     parts = partitions()
     for part in parts:
@@ -179,7 +142,7 @@ def page_and_count_since(
             pipe.zrange(part.seen, "+inf", since, byscore=True, desc=True, offset=0, num=limit, withscores=True)
         else:
             pipe.script(PAGE_AFTER, [part.seen], [repr(float(before[0])), before[1], repr(float(since)), limit])
-    counted = queue_count_since(pipe, since) if count else []
+    counted = queue_count_since(pipe, since)
     replies = pipe.execute()
     pages = []
     for reply in replies[: len(parts)]:
@@ -189,7 +152,7 @@ def page_and_count_since(
             pages.append([(reply[i], float(reply[i + 1])) for i in range(0, len(reply), 2)])
     merged = heapq.merge(*pages, key=lambda row: (row[1], row[0]), reverse=True)
     page = [row for _, row in zip(range(limit), merged, strict=False)]
-    return page, sum(replies[i] for i in counted) if count else None
+    return page, counted.value
 
 
 def prune(client: Client, cutoff: float, step: int) -> tuple[int, int]:
@@ -208,29 +171,51 @@ def prune(client: Client, cutoff: float, step: int) -> tuple[int, int]:
     return removed, kept
 
 
-def migrate_step(client: Client, count: int, step: int) -> int:
-    """Move up to ``step`` members of each unpartitioned key into the ``count`` partitions; returns
-    how many distinct members were read (0: nothing is left). Four round trips, each bounded by ``step``.
+def earlier_layouts(client: Client) -> list[tuple[Partition, int | None]]:
+    """The key sets of earlier releases' layouts that hold anything, each with the partition index
+    whose members may stay (None: all go): the one set ``{ls}``, and partitions 0 to
+    ``EARLIER_PARTITIONS`` - 1 (those below the partition count hold this layout's members too). One
+    round trip; one EXISTS a key, as a cluster refuses one across slots."""
+    one_set = Partition(
+        keys.unpartitioned_last_seen(),
+        keys.unpartitioned_last_seen_dirty(),
+        keys.unpartitioned_last_seen_claimed(),
+        keys.tombstones("ls"),
+    )
+    sources: list[tuple[Partition, int | None]] = [(one_set, None)]
+    count = partition_count()
+    sources += [(_partition(i), i if i < count else None) for i in range(EARLIER_PARTITIONS)]
+    pipe = client.pipeline(transaction=False)
+    for source, _ in sources:
+        for key in (source.seen, source.dirty, source.claimed):
+            pipe.exists(key)
+    found = pipe.execute()
+    return [source for n, source in enumerate(sources) if any(found[3 * n : 3 * n + 3])]
+
+
+def upgrade_step(
+    client: Client, source: Partition, home: int | None, key: str, cursor: int, step: int
+) -> tuple[int, int]:
+    """Move the members of one ZSCAN step of ``key`` (one of ``source``'s sets) that live elsewhere
+    now, with their last seen and change marks; returns (the next cursor, 0 when done; how many
+    moved). Four round trips, each bounded by ``step``.
 
     Copy (``ZADD GT`` / ``LT``, so a repeat changes nothing; an old claim becomes a change again),
-    then compare-and-delete: a kill in between leaves a member in both layouts, never in neither, and
-    one updated meanwhile by a process on the old layout stays for the next step.
+    then compare-and-delete: a kill in between leaves a member in both places, never in neither, and
+    one updated meanwhile by a process still on the earlier layout stays for a later run.
     """
-    source = partitions(1)[0]
-    read = client.pipeline(transaction=True)  # one slot: the unpartitioned keys share {ls}
-    for key in (source.seen, source.dirty, source.claimed):
-        read.zrange(key, 0, step - 1)
-    members = list(dict.fromkeys(member for found in read.execute() for member in found))
+    cursor, found = client.zscan(key, cursor, count=step)
+    members = [member for member, _ in found if home is None or partition_index(member) != home]
     if not members:
-        return 0
-    read = client.pipeline(transaction=True)
-    for key in (source.seen, source.dirty, source.claimed):
-        read.zmscore(key, members)
+        return cursor, 0
+    read = client.pipeline(transaction=True)  # one slot: a source's sets share its hash tag
+    for name in (source.seen, source.dirty, source.claimed):
+        read.zmscore(name, members)
     seen, dirty, claimed = read.execute()
-    targets = partitions(count)
+    targets = partitions()
     write = client.pipeline(transaction=False)
     at = {user: n for n, user in enumerate(members)}
-    for i, users in by_partition(members, count).items():
+    for i, users in by_partition(members).items():
         scores: dict[str, float] = {}
         marks: dict[str, float] = {}
         for user in users:
@@ -246,12 +231,12 @@ def migrate_step(client: Client, count: int, step: int) -> int:
             write.zadd(targets[i].dirty, marks, lt=True)
     write.execute()
     forget = client.pipeline(transaction=False)
-    for key, read_scores in ((source.seen, seen), (source.dirty, dirty), (source.claimed, claimed)):
+    for name, read_scores in ((source.seen, seen), (source.dirty, dirty), (source.claimed, claimed)):
         args: list[str] = []
         for member, score in zip(members, read_scores, strict=True):
             if score is not None:
                 args += (repr(score), member)
         if args:
-            forget.script(ZREM_IF_SCORE, [key], args)
+            forget.script(ZREM_IF_SCORE, [name], args)
     forget.execute()
-    return len(members)
+    return cursor, len(members)

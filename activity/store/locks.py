@@ -1,5 +1,6 @@
 """A Redis lock, after python-redis-lock: SET NX PX with a random token, so it always has a TTL, and a
-compare-and-delete release, so a holder whose lock expired never deletes the next holder's. Releasing
+compare-and-delete release, so a holder whose lock expired never deletes the next holder's; a take
+sent again with the same token re-enters the lock its unanswered first request took. Releasing
 pushes one element on the lock's announcement list, which waiters BLPOP and pass on rather than poll."""
 
 from __future__ import annotations
@@ -19,48 +20,56 @@ ACQUIRE = LuaScript("lock_acquire")
 RELEASE = LuaScript("lock_release")
 # A BLPOP step stays below the connection's socket timeout, so an idle wait never reads as a failure.
 BLOCK_SHARE_OF_TIMEOUT = 0.8
-# Seconds between tries of a release that Redis refused (doubling up to the second figure).
-RELEASE_RETRY_DELAYS = (0.05, 1.0)
+# Seconds between tries of a request that Redis did not answer or refused (doubling up to the second figure).
+RETRY_DELAYS = (0.05, 1.0)
 
 
 class Lock:
     """One attempt at holding lock ``name`` for ``ttl_ms``, with its own random token:
-    ``with Lock(...) as acquired:`` tries once, never waits, and releases on leaving if it holds.
+    ``with Lock(...) as acquired:`` tries once, never waits for another holder, and releases on
+    leaving if it holds.
 
-    ``retry_release``: a release that finds Redis unavailable is tried again until the lock would
-    have expired anyway, so a scheduled job whose run failed on a paused or restarting Redis does
-    not make the runs after it skip for the rest of its TTL. Off for locks a request holds, which
-    must answer now."""
+    ``retry``: a request to take or release the lock that Redis did not answer (a pause, a restart,
+    a timeout: it may have run) or refused is sent again, with the same token, until the lock would
+    have expired anyway. A take whose reply was lost is then re-entered (the lock holds this
+    token) rather than left to block every run until its TTL, and a release is not left undone: a
+    scheduled job whose run met a stalled or restarting Redis does not make the runs after it skip.
+    Off for locks a request holds, which must answer now."""
 
-    def __init__(self, client: Client, name: str, ttl_ms: int, retry_release: bool = False) -> None:
+    def __init__(self, client: Client, name: str, ttl_ms: int, retry: bool = False) -> None:
         self.client = client
         self.name = name
         self.key = keys.lock(name)
         self.signal = keys.lock_signal(name)
         self.ttl_ms = int(ttl_ms)
-        self.retry_release = retry_release
+        self.retry = retry
         self.token = secrets.token_hex(16)
         self.acquired = False
         self.expires = 0.0
 
     def acquire(self) -> bool:
-        """Take the lock if it is free; never waits."""
-        started = time.monotonic()
-        self.acquired = ACQUIRE(self.client, [self.key, self.signal], [self.token, self.ttl_ms]) == 1
-        self.expires = started + self.ttl_ms / 1000
+        """Take the lock if it is free (or re-enter it, holding this token); never waits for another holder."""
+        self.expires = time.monotonic() + self.ttl_ms / 1000
+        self.acquired = self._run(ACQUIRE, "taken") == 1
         return self.acquired
 
     def release(self) -> bool:
-        """Release the lock if it is still ours and announce it; False means it had expired meanwhile."""
+        """Release the lock if it is still ours and announce it; False means it was not: it had expired
+        meanwhile (or, sent again, an earlier try whose reply was lost had released it)."""
         self.acquired = False
-        delay, longest = RELEASE_RETRY_DELAYS
+        return self._run(RELEASE, "released") == 1
+
+    def _run(self, script: LuaScript, outcome: str) -> int:
+        """``script`` on this lock with this holder's token, sent again while Redis does not
+        answer when ``retry`` says so (see the class)."""
+        delay, longest = RETRY_DELAYS
         while True:
             try:
-                return RELEASE(self.client, [self.key, self.signal], [self.token, self.ttl_ms]) == 1
+                return script(self.client, [self.key, self.signal], [self.token, self.ttl_ms])
             except StoreUnavailable as error:
-                if not self.retry_release or time.monotonic() + delay >= self.expires:
+                if not self.retry or time.monotonic() + delay >= self.expires:
                     raise
-                logger.warning("lock %s not released (%s); trying again in %.2fs", self.key, error, delay)
+                logger.warning("lock %s not %s (%s); trying again in %.2fs", self.key, outcome, error, delay)
             time.sleep(delay)
             delay = min(2 * delay, longest)
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from activity.store import keys
-from activity.store.client import Client
+from activity.store.client import Client, Reply
 from activity.store.last_seen import partition_of
 from activity.store.scripts import LuaScript, Pipeline
 
@@ -21,9 +21,9 @@ class Where:
     """Where one user's data can be."""
 
     user: str
-    bit: int | None  # the user's bit in the active-user bitmaps (None: counted by HyperLogLog)
-    visitor_hash: str  # the first-visit partition hash holding the user's visitor id
-    visitor_tombstones: str  # that partition's shard's tombstones
+    digest: bytes  # the user's name in the dense id map (``store.people``) and in {au}'s tombstones
+    visitor_hashes: Sequence[str]  # the first-visit hashes that may hold the user's visitor id
+    visitor_tombstones: str  # the visitor id's shard's tombstones
     visitor: bytes  # the user's visitor id (16 bytes)
     page_periods: Sequence[str]  # ``d:YYYYMMDD`` / ``w:YYYYWww`` whose page statistics may hold the user
     report_copies: Sequence[str]  # ranked report copies of those periods
@@ -34,7 +34,7 @@ class Where:
 
 def _queue_erase(
     pipe: Pipeline, tombstones: str, member: str | bytes, cleaned: Sequence[tuple[str, str]], now: float, until: float
-) -> int:
+) -> Reply:
     """Queue one ``erase.lua`` call: ``cleaned`` is (key, operation) pairs of one slot."""
     script_keys = [tombstones, *(key for key, _ in cleaned)]
     return pipe.script(ERASE, script_keys, [member, repr(now), repr(until), *(op for _, op in cleaned)])
@@ -53,7 +53,7 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     pv += [(keys.user_views(period, user), "del") for period in where.page_periods]
     pv += [(keys.session(user), "del"), (keys.recommendations(user), "del")]
     pv += [(key, "del") for copy in where.report_copies for key in (keys.report_rows(copy), keys.report_meta(copy))]
-    au = [] if where.bit is None else [(bitmap, "bit") for bitmap in where.bitmaps] + [(keys.first_day(), "u16")]
+    au = [(keys.dense_ids(), "map"), *((bitmap, "bit") for bitmap in where.bitmaps), (keys.first_day(), "u16")]
 
     part = partition_of(user)
     ls = [(part.seen, "zrem"), (part.dirty, "zrem")]
@@ -61,14 +61,16 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     calls = [
         _queue_erase(pipe, part.tombstones, user, ls, now, until),
         _queue_erase(pipe, keys.tombstones("pv"), user, pv, now, until),
-        _queue_erase(pipe, keys.tombstones("au"), user, au, now, until),
-        _queue_erase(pipe, where.visitor_tombstones, where.visitor, [(where.visitor_hash, "hdel")], now, until),
+        _queue_erase(pipe, keys.tombstones("au"), where.digest, au, now, until),
+        _queue_erase(
+            pipe, where.visitor_tombstones, where.visitor, [(key, "hdel") for key in where.visitor_hashes], now, until
+        ),
     ]
     for key in where.rate_counters:
         pipe.delete(key)
     pipe.smembers(keys.user_groups(user))
     results = pipe.execute()
-    return sum(results[i] for i in calls), sorted(results[-1])
+    return sum(call.value for call in calls), sorted(results[-1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,14 +86,16 @@ class Footprint:
     former_names: list[str]
     page_views: dict[str, int]  # period name -> the user's views
     groups: list[str]  # groups whose materialized views list the user
-    active_days: list[str] | None  # YYYYMMDD; None when the user is counted by HyperLogLog
+    dense_id: int | None  # the user's dense id (their bit in the {au} bitmaps); None: none assigned
+    active_days: list[str]  # YYYYMMDD
     first_visit_day: int | None  # day number (days since 1970-01-01) of the first visit ever
     first_active_day: int | None  # day number of the first activity (retention cohorts); None: none known
     tombstone: float | None  # when the user's tombstone in last seen expires (a recent erase)
 
 
 def footprint(client: Client, where: Where) -> Footprint:
-    """One round trip (a pipeline) of reads bounded by the retained periods."""
+    """Reads bounded by the retained periods: one round trip, and a second for the bits at the
+    user's dense id when they have one."""
     user = where.user
     pipe = client.pipeline(transaction=False)
     part = partition_of(user)
@@ -102,20 +106,25 @@ def footprint(client: Client, where: Where) -> Footprint:
     pipe.get(keys.display_name(user))
     pipe.smembers(keys.display_aliases(user))
     pipe.smembers(keys.user_groups(user))
-    pipe.hget(where.visitor_hash, where.visitor)
+    for key in where.visitor_hashes:
+        pipe.hget(key, where.visitor)
+    pipe.hget(keys.dense_ids(), where.digest)
     for period in where.page_periods:
         pipe.get(keys.user_views(period, user))
-    if where.bit is not None:
-        pipe.execute_command("BITFIELD", keys.first_day(), "GET", "u16", f"#{where.bit}")
-        for _, bitmap in where.day_bitmaps:
-            pipe.getbit(bitmap, where.bit)
     replies = pipe.execute()
-    seen, dirty, claimed, tombstone, session, pttl, name, aliases, groups, first = replies[:10]
-    views = replies[10 : 10 + len(where.page_periods)]
-    bits = replies[10 + len(where.page_periods) :]
-    first_active = None
-    if where.bit is not None:
-        first_active, bits = int(bits[0][0]) or None, bits[1:]
+    seen, dirty, claimed, tombstone, session, pttl, name, aliases, groups = replies[:9]
+    visits = 9 + len(where.visitor_hashes)
+    first = next((day for day in replies[9:visits] if day is not None), None)
+    dense = replies[visits]
+    views = replies[visits + 1 :]
+    first_active, bits = None, [0] * len(where.day_bitmaps)
+    if dense is not None:
+        dense = int(dense)
+        pipe.execute_command("BITFIELD", keys.first_day(), "GET", "u16", f"#{dense}")
+        for _, bitmap in where.day_bitmaps:
+            pipe.getbit(bitmap, dense)
+        (field, *bits) = pipe.execute()
+        first_active = int(field[0]) or None
     entries = [json.loads(entry) for entry in session]
     return Footprint(
         last_seen=seen,
@@ -127,9 +136,8 @@ def footprint(client: Client, where: Where) -> Footprint:
         former_names=sorted(aliases),
         page_views={period: int(count) for period, count in zip(where.page_periods, views, strict=True) if count},
         groups=sorted(groups, key=int),
-        active_days=None
-        if where.bit is None
-        else [day for (day, _), bit in zip(where.day_bitmaps, bits, strict=True) if bit],
+        dense_id=dense,
+        active_days=[day for (day, _), bit in zip(where.day_bitmaps, bits, strict=True) if bit],
         first_visit_day=None if first is None else int(first),
         first_active_day=first_active,
         tombstone=tombstone,

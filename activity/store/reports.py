@@ -9,24 +9,26 @@ from datetime import date
 
 from activity import conf
 from activity.calendar import period_name
-from activity.store import keys
+from activity.store import keys, lifetimes
 from activity.store.client import Client, is_cluster
 from activity.store.scripts import LuaScript
 
 COLUMNS = ("user", "name", "views")  # the GET patterns of a ranked report, in this order
-BY_NAME = LuaScript("report_by_name")
+REPORT_BY_NAME = LuaScript("report_by_name")
 READ = LuaScript("report_read")
 
 
 @dataclass(frozen=True, slots=True)
-class Copy:
+class ReportCopy:
     generated_at: float
     pttl_ms: int  # milliseconds the copy still lives
     count: int  # rows in the whole copy
     rows: list[tuple[str, str | None, str | None]]  # (user, name, views) of the page read
 
 
-def read(client: Client, report_id: str, first: int, size: int, marker: str, now: float, window_s: int) -> Copy | None:
+def read(
+    client: Client, report_id: str, first: int, size: int, marker: str, now: float, window_s: int
+) -> ReportCopy | None:
     """Rows ``first``..``first + size - 1`` of the stored copy, or None when there is none. One
     script, so its life, length and rows agree, which also tells the refresh job the report is read."""
     width = len(COLUMNS)
@@ -36,7 +38,7 @@ def read(client: Client, report_id: str, first: int, size: int, marker: str, now
     if generated is None or pttl < 0:
         return None
     rows = [tuple(flat[index : index + width]) for index in range(0, len(flat), width)]
-    return Copy(generated_at=float(generated), pttl_ms=pttl, count=length // width, rows=rows)
+    return ReportCopy(generated_at=float(generated), pttl_ms=pttl, count=length // width, rows=rows)
 
 
 def build_ranked(client: Client, report_id: str, period_key: str, top: int, keep_ms: int, now: float) -> None:
@@ -104,8 +106,8 @@ def read_by_name(client: Client, period: str, day: date, first: int, size: int, 
     trips for rows: a script naming the counters from the page it reads would touch undeclared keys."""
     period_key = period_name(period, day)
     script_keys = [keys.viewers_by_name(period_key), keys.viewers_by_name_pending(period_key)]
-    ttl = keys.page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly=period == "week")
-    count, merged, pending, *members = BY_NAME(client, script_keys, [first, size, merge_slice, ttl])
+    ttl = lifetimes.page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly=period == "week")
+    count, merged, pending, *members = REPORT_BY_NAME(client, script_keys, [first, size, merge_slice, ttl])
     entries = [member.partition(keys.NAME_SEPARATOR) for member in members]
     views = client.mget([keys.user_views(period_key, user) for _, _, user in entries]) if entries else []
     rows = [(user, name, int(viewed or 0)) for (name, _, user), viewed in zip(entries, views, strict=True)]

@@ -1,6 +1,8 @@
 """Loads ``lua/*.lua`` (in a wheel, ``activity/lua``) and runs the scripts by SHA. A plain call goes
 through redis-py's ``Script``, which reloads on NOSCRIPT; in a pipeline that ``Script`` would add a
-SCRIPT EXISTS round trip, so the service's pipelines queue a bare EVALSHA (``store.client``)."""
+SCRIPT EXISTS round trip, so the service's pipelines queue a bare EVALSHA (``store.client``). A script
+whose header has the ``FENCED`` line is sent joined after ``lua/fence.lua``, one script for Redis
+(``store.idempotency``)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ __all__ = ["LUA_DIR", "LuaScript", "Pipeline"]
 
 _PACKAGED = files("activity") / "lua"
 LUA_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[2] / "lua"
+FENCED = b"\n-- Fenced: lua/fence.lua runs first"
 
 
 class LuaScript:
@@ -24,7 +27,15 @@ class LuaScript:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._script = Script(None, LUA_DIR.joinpath(f"{name}.lua").read_bytes())
+        source = LUA_DIR.joinpath(f"{name}.lua").read_bytes()
+        if FENCED in source:
+            source = LUA_DIR.joinpath("fence.lua").read_bytes() + source
+        self._script = Script(None, source)
+
+    @property
+    def source(self) -> bytes:
+        """What the server runs (SCRIPT LOAD of it gives ``sha``)."""
+        return self._script.script
 
     @property
     def sha(self) -> str:

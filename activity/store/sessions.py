@@ -1,17 +1,20 @@
 """Navigation sessions and page-view statistics: one session script per batch and three scripts per
-day of it, queued in the batch's one round trip; a session page read by one LRANGE."""
+day of it, queued in the batch's one round trip; a session page read by one script (its count, TTL
+and rows at one moment)."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 
 from activity import conf
 from activity.calendar import day_name, day_of, midnight, period_name
-from activity.store import keys
-from activity.store.client import Client
+from activity.store import keys, lifetimes
+from activity.store.client import Client, Reply, Sum
+from activity.store.idempotency import Fence, fence_part
 from activity.store.scripts import LuaScript, Pipeline
 
 SESSION_RECORD = LuaScript("session_record")
@@ -55,32 +58,40 @@ def paths_slack(max_paths: int) -> int:
 
 
 def queue_record(
-    pipe: Pipeline, views: Sequence[PageView], window_s: int, max_pages: int, stats_days: int, now: float
-) -> list[int]:
+    pipe: Pipeline,
+    views: Sequence[PageView],
+    window_s: int,
+    max_pages: int,
+    stats_days: int,
+    now: float,
+    fence: Fence | None = None,
+) -> Sum:
     """Queue the scripts recording the batch's views on ``pipe``: the sessions' one for the batch,
     then three per day the views fall on, each day's views in batch order; tombstoned users are
-    skipped. Returns the session script's reply index (its reply: the sessions started), in a list,
-    empty when no view joins a session.
+    skipped. Returns the sessions started, once the pipeline has run. With ``fence``, every script
+    writes only if this attempt is the batch's writer (``store.idempotency``).
 
     Only views within the session window (``ts`` at or after ``now - window_s``) join sessions; older
     ones count in their day's statistics alone. Per day: counts per day and path, display names and
-    by-name entries, then views per user and the top viewers. The names script tells a user's first
-    view of a period by the counters the rank script creates, so it is queued first.
+    by-name entries, then views per user (one counter step per user, whatever their views in the
+    batch) and the top viewers. The names script tells a user's first view of a period by the
+    counters the rank script creates, so it is queued first.
     """
     by_day: dict[date, list[PageView]] = {}
     for view in views:
         by_day.setdefault(day_of(view.ts), []).append(view)
-    day_ttl, week_ttl = keys.page_stats_ttl(stats_days), keys.page_stats_ttl(stats_days, weekly=True)
+    day_ttl, week_ttl = lifetimes.page_stats_ttl(stats_days), lifetimes.page_stats_ttl(stats_days, weekly=True)
     ttls = (day_ttl, week_ttl)
     # Sorted by ts (stably: equal ones in batch order), so the script appends where it can; the
     # sessions and transitions it leaves do not depend on the order (tests/test_session_order.py).
     live = sorted((view for view in views if view.ts >= now - window_s), key=lambda view: view.ts)
-    started = [_queue_sessions(pipe, live, window_s, max_pages, day_ttl, now)] if live else []
+    fenced = fence_part(fence)
+    started = Sum([_queue_sessions(pipe, fenced, live, window_s, max_pages, day_ttl, now)] if live else [])
     for when in sorted(by_day):
         day_views = by_day[when]
-        _queue_page_counts(pipe, when, day_views, day_ttl, now)
-        _queue_viewer_names(pipe, when, day_views, ttls, now)
-        _queue_viewer_rank(pipe, when, day_views, ttls, now)
+        _queue_page_counts(pipe, fenced, when, day_views, day_ttl, now)
+        _queue_viewer_names(pipe, fenced, when, day_views, ttls, now)
+        _queue_viewer_rank(pipe, fenced, when, day_views, ttls, now)
     return started
 
 
@@ -92,15 +103,19 @@ def session_days(window_s: int, now: float, latest: float) -> list[date]:
     return [first + timedelta(days=n) for n in range((last - first).days + 1)]
 
 
+Fenced = tuple[list[str], list[str]]  # what lua/fence.lua takes before a script's own keys and arguments
+
+
 def _queue_sessions(
-    pipe: Pipeline, views: Sequence[PageView], window_s: int, max_pages: int, ttl: int, now: float
-) -> int:
+    pipe: Pipeline, fenced: Fenced, views: Sequence[PageView], window_s: int, max_pages: int, ttl: int, now: float
+) -> Reply:
     days = session_days(window_s, now, max(view.ts for view in views))
-    script_keys = [keys.tombstones("pv")]
+    script_keys = [*fenced[0], keys.tombstones("pv")]
     for when in days:
         name = day_name(when)
         script_keys += [keys.sessions_started(name), keys.transitions(name), keys.transitions_index(name)]
-    args: list[str | int] = [len(days), int(window_s * 1000), int(max_pages), ttl, int(conf.settings.TRANSITIONS)]
+    args: list[str | int] = [*fenced[1], len(days), int(window_s * 1000), int(max_pages), ttl]
+    args.append(int(conf.settings.TRANSITIONS))
     args += [MAX_NEXT_PAGES, paths_slack(MAX_NEXT_PAGES), MAX_TRANSITIONS_PER_DAY, TRANSITIONS_PER_DAY_SLACK]
     args.append(repr(now))
     args += [int(midnight(when).timestamp()) for when in days]
@@ -111,22 +126,24 @@ def _queue_sessions(
     return pipe.script(SESSION_RECORD, script_keys, args)
 
 
-def _queue_page_counts(pipe: Pipeline, when: date, views: Sequence[PageView], ttl: int, now: float) -> int:
+def _queue_page_counts(
+    pipe: Pipeline, fenced: Fenced, when: date, views: Sequence[PageView], ttl: int, now: float
+) -> Reply:
     max_paths, day = MAX_PATHS_PER_DAY, day_name(when)
-    script_keys = [keys.tombstones("pv"), keys.page_views(day), keys.path_views(day)]
-    args: list[str | int] = [ttl, max_paths, paths_slack(max_paths), repr(now)]
+    script_keys = [*fenced[0], keys.tombstones("pv"), keys.page_views(day), keys.path_views(day)]
+    args: list[str | int] = [*fenced[1], ttl, max_paths, paths_slack(max_paths), repr(now)]
     for view in views:
         args += [view.user, view.path]
     return pipe.script(PAGE_COUNTS, script_keys, args)
 
 
 def _queue_viewer_names(
-    pipe: Pipeline, when: date, views: Sequence[PageView], ttls: tuple[int, int], now: float
-) -> int:
+    pipe: Pipeline, fenced: Fenced, when: date, views: Sequence[PageView], ttls: tuple[int, int], now: float
+) -> Reply:
     day, week = period_name("day", when), period_name("week", when)
-    script_keys = [keys.tombstones("pv"), keys.viewers_by_name(day), keys.viewers_by_name(week)]
+    script_keys = [*fenced[0], keys.tombstones("pv"), keys.viewers_by_name(day), keys.viewers_by_name(week)]
     script_keys += [keys.viewers_by_name_pending(day), keys.viewers_by_name_pending(week)]
-    args: list[str | int] = [*ttls, repr(now)]
+    args: list[str | int] = [*fenced[1], *ttls, repr(now)]
     for view in views:
         script_keys += [keys.display_name(view.user), keys.display_aliases(view.user)]
         script_keys += [keys.user_views(day, view.user), keys.user_views(week, view.user)]
@@ -134,13 +151,15 @@ def _queue_viewer_names(
     return pipe.script(VIEWER_NAMES, script_keys, args)
 
 
-def _queue_viewer_rank(pipe: Pipeline, when: date, views: Sequence[PageView], ttls: tuple[int, int], now: float) -> int:
+def _queue_viewer_rank(
+    pipe: Pipeline, fenced: Fenced, when: date, views: Sequence[PageView], ttls: tuple[int, int], now: float
+) -> Reply:
     day, week = period_name("day", when), period_name("week", when)
-    script_keys = [keys.tombstones("pv"), keys.top_viewers(day), keys.top_viewers(week)]
-    args: list[str | int] = [*ttls, CANDIDATES, repr(now)]
-    for view in views:
-        script_keys += [keys.user_views(day, view.user), keys.user_views(week, view.user)]
-        args.append(view.user)
+    script_keys = [*fenced[0], keys.tombstones("pv"), keys.top_viewers(day), keys.top_viewers(week)]
+    args: list[str | int] = [*fenced[1], *ttls, CANDIDATES, repr(now)]
+    for user, count in Counter(view.user for view in views).items():
+        script_keys += [keys.user_views(day, user), keys.user_views(week, user)]
+        args += [user, count]
     return pipe.script(VIEWER_RANK, script_keys, args)
 
 

@@ -27,7 +27,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
     healthy = details["redis"] == "ok" and details["database"] == "ok"
     user = getattr(request, "user", None)
     status = {part: "ok" if details[part] == "ok" else "unavailable" for part in ("redis", "database")}
-    body = details if user is not None and user.has_perm(permissions.VIEW) else status
+    body = details if user is not None and user.has_perm(permissions.VIEW_ACTIVITY) else status
     response = JsonResponse(body, status=200 if healthy else 503)
     if not healthy:
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)

@@ -17,8 +17,9 @@ class Command(JobCommand):
     help = (
         "Fill a fresh install with demonstration traffic: users (demo.*, who cannot sign in), groups, two "
         "API tokens, page views, anonymous visitors, bots and API calls over the last --days days, then the "
-        "flush and the past days' rollups, so the dashboard and the API have something to show. A rerun "
-        "reuses the users and adds its traffic to what is there."
+        "flush and the past days' rollups, the groups' membership bitmaps and fresh cached reports and "
+        "retention tables, so the dashboard and the API have something to show. Writes nothing when Redis "
+        "cannot serve. A rerun reuses the users and adds its traffic to what is there."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -44,7 +45,8 @@ class Command(JobCommand):
                 ) from None
         self.stdout.write(
             f"activity_demo: {counted(result.users, 'user')} ({result.new_users} new), "
-            f"{counted(result.groups, 'group')}, {counted(len(result.tokens), 'API token')} "
+            f"{counted(result.groups, 'group')} ({counted(result.memberships, 'membership')} in the bitmaps), "
+            f"{counted(len(result.tokens), 'API token')} "
             f"({', '.join(result.tokens) or 'rest_framework.authtoken is not installed'}); "
             f"{result.days} days from {result.first_day} (seed {seed}): {counted(result.page_views, 'page view')}, "
             f"{counted(result.visits, 'anonymous request')}, {counted(result.bots, 'bot request')} and "

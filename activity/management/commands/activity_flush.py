@@ -20,7 +20,7 @@ class Command(JobCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         backlog = flush.status().backlog
         written = batches = reaped = waiting = 0
-        lock_deadline = time.monotonic() + locks.job_ttl()
+        lock_deadline = time.monotonic() + locks.job_ttl("flush")
         with self.progress(backlog, "users") as progress, progress.following(flush.batch_claimed, "size"):
             try:
                 while True:

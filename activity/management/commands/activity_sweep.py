@@ -31,9 +31,15 @@ class Command(JobCommand):
             except KeyboardInterrupt:
                 raise self.interrupted(f"{progress.done} SCAN steps done") from None
         if dry_run:
-            outcome = f"{result.repaired} would get a TTL, {result.deleted} would be deleted (dry run: nothing changed)"
+            outcome = (
+                f"{result.repaired} would get a TTL, {result.deleted} would be deleted, {result.merged} legacy"
+                " first-visit hashes would be merged (dry run: nothing changed)"
+            )
         else:
-            outcome = f"{result.repaired} given a TTL, {result.deleted} deleted"
+            outcome = (
+                f"{result.repaired} given a TTL, {result.deleted} deleted,"
+                f" {result.merged} legacy first-visit hashes merged"
+            )
         self.stdout.write(
             f"activity_sweep: {counted(result.scanned, 'key')} of ours scanned "
             f"({result.long_lived} long-lived, left alone); {outcome}."

@@ -1,8 +1,10 @@
 """Token authentication without a database query per request: DRF's reads the token and its user
 each time, which would make the database the bottleneck of machine ingest. A process keeps them
 ``TOKEN_CACHE_TTL`` seconds, so a deleted token or a changed user (or its permissions) reaches other
-processes that late. A failed authentication counts as an anonymous request of the client's address,
-and an address over that limit is refused before its token is looked up (``web.api.throttles``)."""
+processes that late. A failed authentication counts as an anonymous request of the client's address
+(``web.api.throttles``), 429 once the address is over that limit; a valid token is looked up and
+authenticated first, whatever its address has spent, so clients retrying bad tokens behind the same
+proxy lock no one else out."""
 
 from __future__ import annotations
 
@@ -31,7 +33,6 @@ class CachedTokenAuthentication(TokenAuthentication):
     per process."""
 
     def authenticate(self, request: Request) -> tuple[Any, Token] | None:
-        self.request = request  # for the throttle, asked before a lookup
         try:
             return super().authenticate(request)
         except AuthenticationFailed:
@@ -41,7 +42,6 @@ class CachedTokenAuthentication(TokenAuthentication):
     def authenticate_credentials(self, key: str) -> tuple[Any, Token]:
         found = tokens.get(key)
         if found is None:
-            throttles.refuse_over_limit(self.request)
             found = super().authenticate_credentials(key)  # raises AuthenticationFailed when unknown
             tokens.put(key, found, clock.now() + TOKEN_CACHE_TTL)
         return found

@@ -2,15 +2,25 @@
 own configuration: open to anyone, throttled, JSON errors, whatever the site's ``REST_FRAMEWORK``.
 The document describes the app's operations only, under its own title, whatever other DRF views
 and ``SPECTACULAR_SETTINGS`` the site has; the page loads Swagger UI from the sidecar's static files
-(``drf_spectacular_sidecar`` in ``INSTALLED_APPS``), from the site itself, never from a CDN."""
+(``drf_spectacular_sidecar`` in ``INSTALLED_APPS``), from the site itself, never from a CDN.
+
+``drf_spectacular`` itself need not be an installed app: the page's templates are read from its
+package. Installed, it registers a deploy check that builds one document of every DRF view of the
+site, which fails (``drf_spectacular.E001``) on any view of the site's own whose schema class is
+not drf-spectacular's, DRF's default; so a site that does not use drf-spectacular leaves it out."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
+from importlib.resources import files
 from typing import Any
 
+from django.template.backends.django import DjangoTemplates, Template
 from drf_spectacular.settings import patched_settings
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
+from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -46,9 +56,24 @@ class SchemaView(OwnConfiguration, SpectacularAPIView):
 FROM_THE_SITE = {"SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR"}
 
 
+@functools.cache
+def spectacular_templates() -> DjangoTemplates:
+    """A template engine of drf-spectacular's own templates, read from its package."""
+    folder = files("drf_spectacular") / "templates"
+    return DjangoTemplates({"NAME": "drf_spectacular", "DIRS": [str(folder)], "APP_DIRS": False, "OPTIONS": {}})
+
+
+class SpectacularTemplateRenderer(TemplateHTMLRenderer):
+    """DRF's template renderer, finding the template among drf-spectacular's, whatever the site's
+    ``TEMPLATES`` and ``INSTALLED_APPS``."""
+
+    def resolve_template(self, template_names: Sequence[str]) -> Template:
+        return spectacular_templates().get_template(template_names[0])  # the view names one
+
+
 class DocsView(OwnConfiguration, SpectacularSwaggerView):
     permission_classes = [AllowAny]
-    renderer_classes = SpectacularSwaggerView.renderer_classes
+    renderer_classes = [SpectacularTemplateRenderer]
     title = DOCUMENT["TITLE"]
 
     @operation(exclude=True)

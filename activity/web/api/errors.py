@@ -1,8 +1,8 @@
 """The API's error answers, all JSON, from the app's own views whatever the site's handlers: their
-exception handler (Redis or the database unable to serve: 503 with Retry-After; an oversized body
-413; a request Django finds suspicious 400; a bug 500, its traceback logged), and the JSON 404
-for paths under the app's prefix that no route matches (``not_found``, the last route of
-``activity.urls``)."""
+exception handler (Redis or the database unable to serve: 503 with Retry-After; an idempotency key
+in use 409 with Retry-After, or reused with another body 422; an oversized body 413; a request
+Django finds suspicious 400; a bug 500, its traceback logged), and the JSON 404 for paths under
+the app's prefix that no route matches (``not_found``, the last route of ``activity.urls``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from activity.errors import StoreUnavailable
+from activity.errors import KeyInUse, KeyReused, StoreUnavailable
 
 logger = logging.getLogger("activity.web.api")
 
@@ -49,6 +49,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, OperationalError | InterfaceError):
         logger.error("database unavailable: %s", exc, exc_info=exc)
         return _unavailable("The database is unavailable; try again shortly.")
+    if isinstance(exc, KeyInUse):
+        return _answer(str(exc), status.HTTP_409_CONFLICT, {"Retry-After": str(exc.retry_after)})
+    if isinstance(exc, KeyReused):
+        return _answer(str(exc), status.HTTP_422_UNPROCESSABLE_ENTITY)
     if isinstance(exc, RequestDataTooBig):
         return _answer(str(exc), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, SuspiciousOperation):  # too many query fields, ...: what Django answers 400

@@ -45,7 +45,7 @@ def operation(**kwargs: Any) -> Callable[[Method], Method]:
 
 
 class ErrorSerializer(serializers.Serializer):
-    """Every error that is not about a field: 401, 403, 404, 406, 408, 413, 415, 429 and 503."""
+    """Every error that is not about a field: 401, 403, 404, 406, 408, 409, 413, 415, 422, 429 and 503."""
 
     detail = serializers.CharField(help_text="What went wrong, for a person to read.")
 
@@ -68,13 +68,15 @@ DESCRIPTIONS = {
     "that is not JSON. Nothing was written.",
     401: "No credentials, or invalid ones.",
     403: "Authenticated, but without the operation's permission (x-permission), or another user's data.",
-    404: "Not found, or a page past the last one.",
+    404: "Not found: nothing known at this id, group, report or page (a page past the last one).",
     406: "The Accept header allows no JSON.",
     408: "The body did not arrive within the server's body timeout (make run: 30 s); the connection is closed.",
+    409: "A request with this Idempotency-Key is still running; retry after Retry-After seconds.",
     413: "The body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE.",
     414: "The URL is longer than 65,534 bytes (make run's server): answered by the HTTP server before the "
     "app, with an empty body.",
     415: "The body is not application/json, or its charset is not one the service can decode (send UTF-8).",
+    422: "This Idempotency-Key was used with another body; nothing was written.",
     429: "Throttled; retry after Retry-After seconds.",
     431: "The request line and headers are too large (make run's server: more than 100 fields, or about "
     "400 KB): answered by the HTTP server before the app, with an empty body.",

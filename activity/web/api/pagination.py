@@ -1,11 +1,8 @@
-"""Paging links: opaque keyset cursors for lists ordered by (ts desc, user desc), such as the online
-list, and DRF-style ``page``/``page_size`` links for lists read one LRANGE page at a time."""
+"""Paging links: keyset cursors for lists ordered by (ts desc, user desc), such as the online list,
+and DRF-style ``page``/``page_size`` links for lists read a page at a time (a session's)."""
 
 from __future__ import annotations
 
-import base64
-import json
-import math
 import re
 
 from rest_framework.exceptions import NotFound
@@ -13,32 +10,28 @@ from rest_framework.request import Request
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from activity.errors import InvalidValue
-from activity.events import clean_user
+from activity.events import USER_ID_PATTERN
 
 
 def encode_cursor(ts: float, user: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([ts, user]).encode()).decode().rstrip("=")
+    """``<ts>_<user>``: the last row's position, the score as Python writes it back exactly."""
+    return f"{ts!r}_{user}"
 
 
-# A cursor this service writes is base64url (unpadded) of JSON [ts, user]: under 120 characters.
-# The bound keeps what reaches json.loads small, so no cursor can nest deep or carry a huge number.
-CURSOR_PATTERN = "[A-Za-z0-9_-]+"
-MAX_CURSOR_LENGTH = 200
+# Every cursor of this form is a position in the list, so the OpenAPI document's pattern is the
+# whole rule: one that matches is answered, one that does not is a 400. A ts has no "_", so the
+# first one ends it; it is written without an exponent (``repr`` of a score from 0.001 up).
+CURSOR_PATTERN = rf"(0|[1-9][0-9]{{0,15}})(\.[0-9]{{1,20}})?_{USER_ID_PATTERN}"
+MAX_CURSOR_LENGTH = 16 + 1 + 20 + 1 + 64
 _CURSOR_RE = re.compile(CURSOR_PATTERN)
 
 
 def decode_cursor(cursor: str) -> tuple[float, str]:
-    """The (ts, user) of a cursor from ``encode_cursor``; ``InvalidValue`` for anything else,
-    including a ts that is not a finite, non-negative JSON number (Redis would refuse it)."""
-    if len(cursor) > MAX_CURSOR_LENGTH or not _CURSOR_RE.fullmatch(cursor):
-        raise InvalidValue("Invalid cursor.")
-    try:
-        ts, user = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not 0 <= float(ts) < math.inf:
-            raise InvalidValue("Invalid cursor.")
-        return float(ts), clean_user(user)
-    except (ValueError, TypeError, OverflowError):
-        raise InvalidValue("Invalid cursor.") from None
+    """The (ts, user) of a cursor of ``CURSOR_PATTERN``; ``InvalidValue`` for anything else."""
+    if not _CURSOR_RE.fullmatch(cursor):
+        raise InvalidValue("Invalid cursor: copy it from a next link.")
+    ts, user = cursor.split("_", 1)
+    return float(ts), user
 
 
 def next_link(request: Request, ts: float, user: str) -> str:

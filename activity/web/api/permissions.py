@@ -35,7 +35,7 @@ class HasPermission(BasePermission):
 
 
 class CanView(HasPermission):
-    permission = permissions.VIEW
+    permission = permissions.VIEW_ACTIVITY
 
 
 class CanViewOrSelf(CanView):
@@ -43,13 +43,13 @@ class CanViewOrSelf(CanView):
 
 
 class CanExportOrSelf(HasPermission):
-    permission = permissions.EXPORT
+    permission = permissions.EXPORT_ACTIVITY
     or_self = True
 
 
 class CanErase(HasPermission):
-    permission = permissions.ERASE
+    permission = permissions.ERASE_ACTIVITY
 
 
 class CanIngest(HasPermission):
-    permission = permissions.INGEST
+    permission = permissions.INGEST_EVENTS

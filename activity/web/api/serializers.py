@@ -28,7 +28,7 @@ from activity.events import (
     clean_user,
 )
 from activity.services.recommendations import MAX_RESULTS
-from activity.services.reports import PERIODS
+from activity.services.reports import REPORT_PERIODS
 from activity.web.api.pagination import CURSOR_PATTERN, MAX_CURSOR_LENGTH, decode_cursor
 
 # Page numbers and sizes are bounded so every offset (page x page_size) fits Redis, which refuses an
@@ -124,6 +124,8 @@ class EventBatchSerializer(serializers.Serializer):
 def clean_batch(data: Any) -> list[Event]:
     """The body's events, refused with the errors ``EventBatchSerializer`` would give, without
     building its fields on every request."""
+    if data is None:  # a JSON null body: DRF's own message for it
+        raise serializers.ValidationError({NON_FIELD_ERRORS: ["No data provided"]}, code="null")
     if not isinstance(data, Mapping):
         message = serializers.Serializer.default_error_messages["invalid"].format(datatype=type(data).__name__)
         raise serializers.ValidationError({NON_FIELD_ERRORS: [message]}, code="invalid")
@@ -216,9 +218,10 @@ class OnlineQuerySerializer(_PageSizeSerializer):
     )
     cursor = serializers.CharField(
         required=False,
+        trim_whitespace=False,  # " 1_2" is no cursor: as the document's pattern says
         max_length=MAX_CURSOR_LENGTH,
         validators=[RegexValidator(f"^{CURSOR_PATTERN}$")],
-        help_text="Opaque; copy it from the previous page's `next` link.",
+        help_text="Copy it from the previous page's `next` link: the last row's position, `<ts>_<user>`.",
     )
 
     def validate_cursor(self, value: str) -> tuple[float, str]:
@@ -267,7 +270,7 @@ class SessionQuerySerializer(PageQuerySerializer):
 
 class ReportQuerySerializer(PageQuerySerializer):
     period = serializers.ChoiceField(
-        choices=PERIODS,
+        choices=REPORT_PERIODS,
         required=False,
         default="day",
         help_text="The day (default) or ISO week, in ACTIVITY_TIME_ZONE.",
@@ -420,7 +423,7 @@ class ExportSessionSerializer(serializers.Serializer):
 
 
 class ExportPageViewsSerializer(serializers.Serializer):
-    period = serializers.ChoiceField(choices=PERIODS)
+    period = serializers.ChoiceField(choices=REPORT_PERIODS)
     name = serializers.CharField(help_text="YYYYMMDD for a day, YYYYWww for an ISO week.")
     views = serializers.IntegerField()
 
@@ -444,18 +447,18 @@ class ExportSerializer(serializers.Serializer):
     former_names = serializers.ListField(child=serializers.CharField(), help_text="Names still in past reports.")
     page_views = ExportPageViewsSerializer(many=True, help_text="The user's page views per retained day and week.")
     groups = serializers.ListField(child=serializers.IntegerField(), help_text="Group views listing the user.")
-    active_days = serializers.ListField(
-        child=serializers.DateField(),
+    dense_id = serializers.IntegerField(
         allow_null=True,
-        help_text="Retained days the user was active; null for an id counted by HyperLogLog, which cannot tell.",
+        help_text="The small integer the user's bits sit at in the active-user, cohort and group bitmaps "
+        "(assigned once, never reused); null when none was assigned.",
     )
+    active_days = serializers.ListField(child=serializers.DateField(), help_text="Retained days the user was active.")
     first_visit = serializers.DateField(
         allow_null=True, help_text="The day of the first visit ever, in the zone of that day."
     )
     first_active = serializers.DateField(
         allow_null=True,
-        help_text="The day of the first activity the retention cohorts know; null when none, or for an id "
-        "counted by HyperLogLog.",
+        help_text="The day of the first activity the retention cohorts know; null when none.",
     )
     erased_until = serializers.CharField(allow_null=True, help_text="Set while a recent erase keeps the id tombstoned.")
     database = ExportRowSerializer(allow_null=True, help_text="The flushed row.")

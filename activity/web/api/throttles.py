@@ -122,12 +122,3 @@ def count_unauthenticated(request: Request) -> None:
     throttle = AnonRateThrottle()
     if not throttle.admit(throttle.scope, address_ident(request)):
         raise Throttled(throttle.wait())
-
-
-def refuse_over_limit(request: Request) -> None:
-    """``Throttled`` when the client's address has used up its ``anon`` window already: asked before a
-    credential is looked up, so a client retrying bad tokens costs no database query. Counts nothing."""
-    rate = rate_limits.rate_of(AnonRateThrottle.scope)
-    wait = None if rate is None else rate_limits.refusal(AnonRateThrottle.scope, address_ident(request), *rate)
-    if wait is not None:
-        raise Throttled(wait)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ValidationError
@@ -14,14 +16,15 @@ from activity.events import USER_ID_PATTERN, clean_user, iso
 from activity.schedule import REPORT_REFRESH_INTERVAL
 from activity.services import (
     audience,
+    cohorts,
     groups,
     health,
+    idempotency,
     ingest,
     last_seen,
     privacy,
     recommendations,
     reports,
-    retention,
     sessions,
 )
 from activity.web.api import serializers as s
@@ -45,6 +48,36 @@ def user_from_url(value: str) -> str:
         raise ValidationError({"user": [str(error)]}) from None
 
 
+IDEMPOTENCY_HEADERS = [
+    OpenApiParameter(
+        "Idempotency-Key",
+        str,
+        OpenApiParameter.HEADER,
+        pattern="^[!-~]([ -~]{0,253}[!-~])?$",
+        description="1-255 printable ASCII characters (HTTP drops a space first or last), the caller's own. "
+        "Makes a retry harmless: the first answer is kept 24 h and a repeat with the same key and body gets "
+        "it again (`Idempotent-Replayed: true`), writing nothing; the same key with another body is 422, a "
+        "repeat while the first still runs 409. Without a key, a replayed batch counts its page views again.",
+    ),
+    OpenApiParameter(
+        "Idempotent-Replayed",
+        str,
+        OpenApiParameter.HEADER,
+        enum=["true"],
+        response=[202],
+        description="Present when the answer is the kept one of an earlier request with this key.",
+    ),
+    OpenApiParameter(
+        "Retry-After",
+        int,
+        OpenApiParameter.HEADER,
+        required=True,
+        response=[409, 429, 503],
+        description="Seconds to wait before retrying.",
+    ),
+]
+
+
 class EventsView(ServiceView):
     permission_classes = [CanIngest]
     throttle_classes = [ScopedRateThrottle]
@@ -52,15 +85,28 @@ class EventsView(ServiceView):
 
     @operation(
         request=s.EventBatchSerializer,
-        parameters=HEADERS,
-        responses=responses({202: s.IngestResultSerializer}, 400, 413, 415),
+        parameters=[*HEADERS, *IDEMPOTENCY_HEADERS],
+        responses=responses({202: s.IngestResultSerializer}, 400, 409, 413, 415, 422),
     )
     def post(self, request: Request) -> Response:
-        result = ingest.record_events(s.clean_batch(request.data))
-        return Response(
-            {"accepted": result.accepted, "last_seen_updated": result.last_seen_updated},
-            status=status.HTTP_202_ACCEPTED,
-        )
+        key = request.headers.get("Idempotency-Key")
+        if key is not None:
+            try:
+                idempotency.clean_key(key)
+            except InvalidValue as error:
+                raise ValidationError({"Idempotency-Key": [str(error)]}) from None
+        events = s.clean_batch(request.data)
+
+        def record(fence: Any = None) -> dict[str, Any]:
+            result = ingest.record_events(events, fence=fence)
+            return {"accepted": result.accepted, "last_seen_updated": result.last_seen_updated}
+
+        if key is None:
+            return Response(record(), status=status.HTTP_202_ACCEPTED)
+        # Keys are the caller's own: the user the token or session authenticates.
+        answer = idempotency.once(f"user:{request.user.pk}", key, request.data, record, status.HTTP_202_ACCEPTED)
+        replayed = {"Idempotent-Replayed": "true"} if answer.replayed else None
+        return Response(answer.body, status=answer.status, headers=replayed)
 
 
 class LastSeenView(ServiceView):
@@ -285,8 +331,9 @@ class NextPagesView(ServiceView):
             ),
             *HEADERS,
         ],
-        responses=responses({200: s.NextPagesSerializer}, 400),
-        description="n distinct pages (fewer when fewer followed); 400 naming `path` when none followed it.",
+        responses=responses({200: s.NextPagesSerializer}, 400, 404),
+        description="n distinct pages (fewer when fewer followed); 404 when no page followed `path` in the "
+        "window (or it is never recorded as a page view).",
     )
     def get(self, request: Request) -> Response:
         query = s.NextPagesQuerySerializer(data=request.query_params)
@@ -294,7 +341,7 @@ class NextPagesView(ServiceView):
         try:
             path, picks, cache = recommendations.next_pages(query.validated_data["path"], query.validated_data["n"])
         except UnknownPath as error:
-            raise ValidationError({"path": [str(error)]}) from None
+            raise NotFound(str(error)) from None
         return Response({"path": path, "results": [{"path": pick} for pick in picks]}, headers={"X-Cache": cache})
 
 
@@ -311,18 +358,18 @@ class RetentionView(ServiceView):
             ),
             *HEADERS,
         ],
-        responses=responses({200: s.RetentionSerializer}, 400),
+        responses=responses({200: s.RetentionSerializer}, 400, 404),
         description="Signed-in users with integer ids (docs/cohorts.md), cut at the calendar zone's local "
         "midnight. A cached table (the reports' TTL), rebuilt by one client at a time. An unknown group is a "
-        "400 naming `group`.",
+        "404, as on the group routes.",
     )
     def get(self, request: Request) -> Response:
         query = s.RetentionQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         try:
-            body, cache = retention.table(retention.Query(**query.validated_data))
-        except retention.UnknownGroup:
-            raise ValidationError({"group": ["No such group."]}) from None
+            body, cache = cohorts.table(cohorts.Query(**query.validated_data))
+        except cohorts.UnknownGroup:
+            raise NotFound("No such group.") from None
         return Response(body, headers={"X-Cache": cache})
 
 

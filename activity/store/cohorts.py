@@ -1,8 +1,8 @@
-"""Retention cohorts in Redis (docs/cohorts.md): each signed-in user's first active day, the per-day
-bitmaps of first-active users, and the bitmap arithmetic that counts a cohort's users active in a
-later period. Every key is tagged ``{au}``, the active-user bitmaps' tag, so each BITOP reads one
-slot; every command reads a handful of bitmaps of at most ``audience.MAX_ID`` / 8 bytes, so none
-grows with anything but the id space (125 KB at a million users)."""
+"""Retention cohorts in Redis (docs/cohorts.md): each person's first active day, the per-day bitmaps
+of first-active people, and the bitmap arithmetic that counts a cohort's people active in a later
+period, all by dense id (``store.people``). Every key is tagged ``{au}``, the active-user bitmaps'
+tag, so each BITOP reads one slot; every command reads a handful of bitmaps of a bit per person
+(125 KB at a million people)."""
 
 from __future__ import annotations
 
@@ -15,31 +15,31 @@ from datetime import date, timedelta
 from typing import Any
 
 from activity.calendar import EPOCH, day_name, day_number, name_of
-from activity.store import keys
-from activity.store.client import Client
+from activity.store import families, keys, lifetimes, people
+from activity.store.client import Client, Sum, scan_steps
 from activity.store.scripts import LuaScript, Pipeline
 
 FIRST_ACTIVE = LuaScript("first_active")
 
-ACTIVE = {"day": keys.active_bits, "week": keys.active_bits_week}
+ACTIVE_BITMAPS = {"day": keys.active_bits, "week": keys.active_bits_week}
 BITOP_KEYS = 5  # bitmaps a BITOP reads (its destination among them): bounded work per command
 SETBITS_PER_TRIP = 10_000  # SETBITs of an id list per pipeline
-IDS_PER_CALL = 1000  # users per first_active call: a bounded script
 FIELD_GETS = 1000  # BITFIELD GETs per command
 SCRATCH_MS = 60_000  # a dead build's scratch bitmaps go after this
 
 
-def queue_first_active(pipe: Pipeline, day: date, offsets: Sequence[int], now: float) -> list[int]:
-    """Queue ``first_active`` calls recording ``day`` as the first active day of each user (bit
-    offset) whose stored first day is later or unknown; returns the reply indexes (counts of new
-    firsts). A day past the cohort bitmaps' retention sets the first-day field only."""
-    ttl = max(keys.cohort_ttl(day, now), 0)
+def queue_first_active(pipe: Pipeline, day: date, digests: Sequence[bytes], now: float) -> Sum:
+    """Queue ``first_active`` calls recording ``day`` as the first active day of each person (their
+    digest; the dense id assigned by a call queued before) whose stored first day is later or
+    unknown; returns how many became new firsts, once the pipeline has run. A day past the cohort
+    bitmaps' retention sets the first-day field only."""
+    ttl = max(lifetimes.cohort_ttl(day, now), 0)
     name = day_name(day)
-    script_keys = [keys.tombstones("au"), keys.first_day(), keys.first_active(name), keys.first_moved(name)]
-    return [
-        pipe.script(FIRST_ACTIVE, script_keys, [repr(now), day_number(day), ttl, *offsets[i : i + IDS_PER_CALL]])
-        for i in range(0, len(offsets), IDS_PER_CALL)
-    ]
+    script_keys = [keys.dense_ids(), keys.first_day(), keys.first_active(name), keys.first_moved(name)]
+    return Sum(
+        pipe.script(FIRST_ACTIVE, script_keys, [day_number(day), ttl, *digests[i : i + people.IDS_PER_CALL]])
+        for i in range(0, len(digests), people.IDS_PER_CALL)
+    )
 
 
 def cohort_bitmaps(days: Iterable[date]) -> list[str]:
@@ -48,7 +48,7 @@ def cohort_bitmaps(days: Iterable[date]) -> list[str]:
 
 
 def first_days(client: Client, offsets: Sequence[int]) -> dict[int, int]:
-    """The stored first day number of each user (0: none), ``FIELD_GETS`` per command."""
+    """The stored first day number of each dense id (0: none), ``FIELD_GETS`` per command."""
     found: dict[int, int] = {}
     pipe = client.pipeline(transaction=False)
     chunks = [offsets[i : i + FIELD_GETS] for i in range(0, len(offsets), FIELD_GETS)]
@@ -59,36 +59,36 @@ def first_days(client: Client, offsets: Sequence[int]) -> dict[int, int]:
     return found
 
 
-def seed_first_days(client: Client, firsts: Mapping[int, date], now: float) -> int:
-    """Record each user's first day (bit offset -> day) where it is earlier than the stored one, as
-    the write path does, and clear the bit a replaced later day's bitmap holds (a backfill can move
-    a first day back by any distance, beyond the window cohort reads look at). Two round trips;
-    returns how many first days moved back or were new."""
-    stored = first_days(client, list(firsts))
-    by_day: dict[date, list[int]] = defaultdict(list)
-    for offset, day in firsts.items():
-        by_day[day].append(offset)
+def seed_first_days(client: Client, firsts: Mapping[str, date], now: float) -> int:
+    """Record each user's first day (user id -> day) where it is earlier than the stored one, as the
+    write path does (assigning dense ids where missing), and clear the bit a replaced later day's
+    bitmap holds (a backfill can move a first day back by any distance, beyond the window cohort
+    reads look at). Three round trips; returns how many first days moved back or were new."""
+    dense = people.assign(client, list(firsts), now)
+    stored = first_days(client, list(dense.values()))
+    by_day: dict[date, list[bytes]] = defaultdict(list)
+    for user, day in firsts.items():
+        if user in dense:
+            by_day[day].append(people.digest(user))
     pipe = client.pipeline(transaction=False)
-    counted: list[int] = []
-    for day, offsets in sorted(by_day.items()):
-        counted += queue_first_active(pipe, day, sorted(offsets), now)
-    for offset, day in firsts.items():
-        old = stored[offset]
+    counted = [queue_first_active(pipe, day, sorted(digests), now) for day, digests in sorted(by_day.items())]
+    for user, offset in dense.items():
+        day, old = firsts[user], stored[offset]
         if old > day_number(day):
             replaced = EPOCH + timedelta(days=old)
-            ttl = keys.cohort_ttl(replaced, now)
+            ttl = lifetimes.cohort_ttl(replaced, now)
             if ttl > 0:  # SETBIT may create the key (zeros): it gets the TTL its writers give
                 pipe.setbit(keys.first_active(day_name(replaced)), offset, 0)
                 pipe.expire(keys.first_active(day_name(replaced)), ttl)
-    replies = pipe.execute()
-    return sum(int(replies[i]) for i in counted)
+    pipe.execute()
+    return sum(firsts.value for firsts in counted)
 
 
 @dataclass(frozen=True, slots=True)
 class Cohort:
     """One cohort as the store builds it: the union of ``first_days``' first-active bitmaps less the
-    users in ``moved_days``' moved bitmaps (their first day is earlier), or the users ``ids`` lists
-    (bit offsets); ``periods`` are the (``day`` or ``week``, a day in it) whose active users to count."""
+    people in ``moved_days``' moved bitmaps (their first day is earlier), or the people ``ids`` lists
+    (dense ids); ``periods`` are the (``day`` or ``week``, a day in it) whose active users to count."""
 
     first_days: Sequence[date] = ()
     moved_days: Sequence[date] = ()
@@ -100,6 +100,14 @@ class Cohort:
 class Counted:
     size: int  # users in the cohort (and the group)
     retained: list[int]  # users of the cohort active in each of its periods
+
+
+def have_active(client: Client, periods: Sequence[tuple[str, date]]) -> list[bool]:
+    """Whether each (``day`` or ``week``, a day in it) has an active-user bitmap: one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for period, day in periods:
+        pipe.exists(ACTIVE_BITMAPS[period](name_of(period, day)))
+    return [bool(found) for found in pipe.execute()] if periods else []
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
@@ -157,7 +165,7 @@ def count(client: Client, cohorts: Sequence[Cohort], group: int | None = None) -
             pipe.bitcount(cohort)
             counts_at = []
             for period, day in spec.periods:
-                _bitop(pipe, "AND", cell, cohort, ACTIVE[period](name_of(period, day)))
+                _bitop(pipe, "AND", cell, cohort, ACTIVE_BITMAPS[period](name_of(period, day)))
                 counts_at.append(len(pipe))
                 pipe.bitcount(cell)
             replies = pipe.execute()
@@ -191,3 +199,14 @@ def table_pttl_ms(client: Client, table_id: str) -> int:
 
 def write_table(client: Client, table_id: str, body: Mapping[str, Any], keep_ms: int) -> None:
     client.set(keys.retention_table(table_id), json.dumps(body, separators=(",", ":")), px=keep_ms)
+
+
+def drop_tables(client: Client) -> int:
+    """Delete every cached table, a SCAN step and a DEL at a time; returns how many there were."""
+    escaped_prefix = families.sweep_pattern().removesuffix("*")
+    pattern = escaped_prefix + keys.retention_table("*").removeprefix(keys.prefix())
+    dropped = 0
+    for found in scan_steps(client, pattern, 1000):
+        if found:
+            dropped += client.delete(*found)
+    return dropped

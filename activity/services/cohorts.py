@@ -21,13 +21,13 @@ from activity.errors import ActivityError, InvalidValue
 from activity.models import RetentionCell
 from activity.services import cached
 from activity.services.reports import Policy
-from activity.store import retention as store
-from activity.store.audience import bitmap_offset
+from activity.store import cohorts as store
+from activity.store import people
 from activity.store.client import get_client
-from activity.store.keys import KEEP_DAYS, day_ttl
+from activity.store.lifetimes import KEEP_DAYS, day_ttl
 
 BY = ("first_seen", "signup")
-PERIODS = ("day", "week")
+COHORT_PERIODS = ("day", "week")
 MAX_PERIODS = {"day": 90, "week": 26}  # cohorts and periods per table, at most
 # How far back a late event can move a user's first day: its day must still be in the active
 # bitmaps' retention, and the day it replaces was at most today (plus the future skew).
@@ -50,8 +50,8 @@ class Query:
         """``InvalidValue`` naming the field (``field: reason``) for anything out of bounds."""
         if self.by not in BY:
             raise InvalidValue(f"by: must be one of {', '.join(BY)}.")
-        if self.period not in PERIODS:
-            raise InvalidValue(f"period: must be one of {', '.join(PERIODS)}.")
+        if self.period not in COHORT_PERIODS:
+            raise InvalidValue(f"period: must be one of {', '.join(COHORT_PERIODS)}.")
         bound = MAX_PERIODS[self.period]
         for name in ("cohorts", "periods"):
             if not 1 <= getattr(self, name) <= bound:
@@ -85,20 +85,23 @@ def _first_seen_cohort(period: str, start: date, periods: Sequence[tuple[str, da
 
 
 def signups(period: str, starts: Sequence[date]) -> dict[date, list[int]]:
-    """The bit offsets of the users who signed up (``date_joined``, local) in each period, by start;
-    users whose pk is no bitmap offset (not an integer up to ``MAX_ID``) are left out."""
+    """The dense ids of the users who signed up (``date_joined``, local) in each period, by start,
+    assigned to those who have none yet (a signup never seen active is in its cohort all the same);
+    erased users still tombstoned are left out."""
     if not starts:
         return {}
     first, last = min(starts), shifted(period, max(starts), 1)
     rows = get_user_model()._default_manager.filter(
         date_joined__gte=calendar.midnight(first), date_joined__lt=calendar.midnight(last)
     )
-    wanted, found = set(starts), defaultdict(list)
+    wanted, by_user = set(starts), {}
     for pk, joined in rows.values_list("pk", "date_joined").iterator(chunk_size=10_000):
         start = start_of(period, calendar.day_of(joined.timestamp()))
-        offset = bitmap_offset(str(pk))
-        if start in wanted and offset is not None:
-            found[start].append(offset)
+        if start in wanted:
+            by_user[str(pk)] = start
+    found = defaultdict(list)
+    for user, dense in people.assign(get_client(), list(by_user), clock.now()).items():
+        found[by_user[user]].append(dense)
     return found
 
 
@@ -193,6 +196,13 @@ def table(query: Query) -> tuple[dict[str, Any], str]:
     return found.body, how
 
 
+def drop_tables() -> int:
+    """Drop every cached table, so the next read builds one from the data as it is now: for a job
+    that wrote past activity (``activity_demo``), which changes cohorts no table's TTL foresaw.
+    Returns how many were dropped."""
+    return store.drop_tables(get_client())
+
+
 # --- the rollup's cells --------------------------------------------------------------------------
 
 
@@ -231,9 +241,14 @@ def periods_to_keep(day: date, now: float) -> list[tuple[str, date]]:
 
 def keep_cells(day: date, now: float) -> int:
     """Write the cells of ``periods_to_keep(day)`` for both cohort kinds; returns how many. Run by
-    the rollup (behind its lock); reruns overwrite with the current counts."""
+    the rollup (behind its lock); reruns overwrite with the current counts. A period without an
+    active-user bitmap (nobody active, or a period from before the upgrade to dense ids, whose
+    bitmap is no longer read) writes none, so an upgrade never overwrites a stored count with 0."""
     cells: list[RetentionCell] = []
-    for period, start in periods_to_keep(day, now):
+    wanted = periods_to_keep(day, now)
+    for (period, start), exists in zip(wanted, store.have_active(get_client(), wanted), strict=True):
+        if not exists:
+            continue
         for by in BY:
             cells += _cells_of(by, period, start, now)
     RetentionCell.objects.bulk_create(
@@ -251,14 +266,11 @@ def keep_cells(day: date, now: float) -> int:
 
 def seed_first_days(firsts: Iterable[tuple[str, float]]) -> int:
     """Record each (user id, epoch seconds of an activity) as the user's first active day where it
-    is earlier than the one known: ``activity_backfill``'s step. Ids that are no bitmap offset are
-    skipped. Returns how many first days were new or moved back."""
-    earliest: dict[int, date] = {}
+    is earlier than the one known: ``activity_backfill``'s step. Returns how many first days were
+    new or moved back."""
+    earliest: dict[str, date] = {}
     for user, ts in firsts:
-        offset = bitmap_offset(user)
-        if offset is None:
-            continue
         day = calendar.day_of(ts)
-        if offset not in earliest or day < earliest[offset]:
-            earliest[offset] = day
+        if user not in earliest or day < earliest[user]:
+            earliest[user] = day
     return store.seed_first_days(get_client(), earliest, clock.now()) if earliest else 0

@@ -1,4 +1,4 @@
-"""``manage.py activity_partition_last_seen``: carry existing last-seen data into the partitions."""
+"""``manage.py activity_upgrade``: move what an earlier release kept in Redis into this release's layout."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from activity.services import last_seen
 
 class Command(BaseCommand):
     help = (
-        "Move last seen (and its unflushed changes) from the unpartitioned keys into the "
-        "ACTIVITY_LAST_SEEN_PARTITIONS partitions. Run it once every process runs with the new "
-        "setting; safe to interrupt and to run again."
+        "Move last seen (and its unflushed changes) kept under an earlier release's one set, or in "
+        "partitions no longer a member's, into its partition of ACTIVITY_LAST_SEEN_PARTITIONS. Run it once "
+        "every process runs the new release or the new count; safe to interrupt and to run again."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--step", type=int, default=1000, help="members moved per step (default 1000)")
+        parser.add_argument("--step", type=int, default=1000, help="members read per step (default 1000)")
 
     def handle(self, *args: Any, step: int, **options: Any) -> None:
         if step < 1:
@@ -28,9 +28,9 @@ class Command(BaseCommand):
             self.stdout.write(f"moved {moved} members so far")
 
         try:
-            moved = last_seen.migrate(step, progress if options["verbosity"] > 1 else None)
-        except (ValueError, RuntimeError) as error:
+            moved = last_seen.upgrade(step, progress if options["verbosity"] > 1 else None)
+        except RuntimeError as error:
             raise CommandError(str(error)) from error
         except StoreUnavailable as error:
             raise CommandError(f"Redis cannot serve now ({error}); nothing is lost, run the command again") from error
-        self.stdout.write(self.style.SUCCESS(f"moved {moved} members into the last-seen partitions"))
+        self.stdout.write(self.style.SUCCESS(f"moved {moved} last-seen members into this release's partitions"))

@@ -1,18 +1,23 @@
 """Figures for the capacity model (docs/capacity.md): bytes per user and visitor in each structure,
-Redis CPU per event of the whole ingest path, and the same ingest on one server and on a 3-master
-cluster side by side.
+Redis CPU per event of the whole ingest path, the Redis calls and commands per event, and the same
+ingest on one server and on a 3-master cluster side by side.
 
 A private redis-server (one shard) takes ``--users`` users, each with one page view and one visit
 today through ``ingest.record_events`` in batches of 1,000 (the API's and the Celery task's path):
 MEMORY USAGE (exact: SAMPLES 0) of every key of each family gives its bytes per user. Redis's own
 CPU (INFO used_cpu_user + used_cpu_sys) per event of each ingest shape gives the events a shard
-serves per second of CPU, so the model needs no client fast enough to saturate it. Then the same
-batches run interleaved against the standalone server and a private 3-master cluster (16 last-seen
-partitions), with each primary's CPU, to show how the cluster spreads the work and where it cannot.
-The flush figures (rows/s per worker into PostgreSQL, WAL bytes per row) are bench/results/flush.json's.
+serves per second of CPU, so the model needs no client fast enough to saturate it; one batch of each
+shape under MONITOR gives its calls (each script by name) and the commands they run. Ingest leaves
+out a day's idempotent writes this process made lately, so the bench pins the clock and moves it
+past that memory where a shape needs it; anonymous visits come from visitors never seen before.
+Then the same batches run interleaved against the standalone server and a private 3-master cluster
+(16 last-seen partitions), with each primary's CPU, to show how the cluster spreads the work and
+where it cannot. The flush figures (rows/s per worker into PostgreSQL, WAL bytes per row) are
+bench/results/flush.json's.
 
-    python -m bench.capacity                 # 100,000 users
+    python -m bench.capacity                 # 100,000 users, 3 rounds
     python -m bench.capacity --users 20000   # quicker
+    python -m bench.capacity --smoke         # seconds: 2,000 users, one round
 
 Writes bench/results/capacity.json and .md.
 """
@@ -22,10 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
+import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
+from typing import Any
 
 from bench import harness
 from project.redis_server import PrivateCluster
@@ -33,6 +43,12 @@ from project.redis_server import PrivateCluster
 BATCH = 1000
 TARGET_USERS, TARGET_EVENTS = 100_000_000, 1_000_000
 HEADROOM = 0.5  # plan shards to run at half a core, for spikes, replication and the jobs
+FORGET = 120  # seconds the clock moves to pass what ingest remembers of a day's writes (DAY_WRITES_CACHE)
+LAST_SEEN = "last seen only, returning user (API event without path)"
+PAGE_VIEW = "page view, returning user (last seen + session + page statistics)"
+PAGE_VIEW_FIRST = "page view, the user's first in this process today (+ actives + the user's visitor)"
+ANONYMOUS = "anonymous visit, a new visitor each (first visit + unique visitors)"
+SHORT = {LAST_SEEN: "last seen", PAGE_VIEW: "page view", PAGE_VIEW_FIRST: "first page view", ANONYMOUS: "anonymous"}
 
 
 def events(first: int, count: int, path: bool, ts: float):
@@ -65,11 +81,11 @@ def per_node_cpu(client) -> list[float]:
 
 def memory_by_family(client) -> dict[str, tuple[int, int]]:
     """Family pattern -> (keys, bytes by MEMORY USAGE SAMPLES 0), over every key of the prefix."""
-    from activity.store import keys
+    from activity.store import families
 
     found: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for key in client.scan_iter(match=keys.sweep_pattern(), count=1000):
-        declared = keys.family_of(key)
+    for key in client.scan_iter(match=families.sweep_pattern(), count=1000):
+        declared = families.family_of(key)
         name = declared[0].pattern if declared else "other"
         found[name][0] += 1
         found[name][1] += client.memory_usage(key, samples=0)
@@ -80,14 +96,58 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="seconds: 2,000 users, one round")
     options = parser.parse_args()
+    users, rounds = (2000, 1) if options.smoke else (options.users, options.rounds)
     os.environ["ACTIVITY_REDIS_TIMEOUT"] = "30"  # a loaded shared machine: batches of 1,000 take a while
     server = harness.start("bench:")
     try:
         with PrivateCluster() as cluster:
-            run(options.users, options.rounds, cluster.url)
+            run(users, rounds, cluster.url)
     finally:
         server.stop()
+
+
+def script_names() -> dict[str, str]:
+    """SHA -> name of every script in ``lua/``, to name the EVALSHAs MONITOR shows."""
+    from activity.store.scripts import LUA_DIR, LuaScript
+
+    names = (path.name.removesuffix(".lua") for path in LUA_DIR.iterdir() if path.name.endswith(".lua"))
+    return {LuaScript(name).sha: name for name in names}
+
+
+def commands_per_event(client, send: Callable[[], None], count: int) -> dict[str, dict[str, Any]]:
+    """What ``send`` (``count`` events) asks of Redis, from MONITOR: per call (a script by name, else
+    the command), calls and the commands it runs inside per 1,000 events, with the hash tags of the
+    keys they touch. MONITOR shows a script's own commands right after the EVALSHA that runs them."""
+    scripts, end = script_names(), f"bench:commands-end:{time.time()}"
+    found: dict[str, dict[str, Any]] = defaultdict(lambda: {"calls": 0, "inner": 0, "tags": set()})
+    with client.monitor() as monitor:
+        threading.Thread(target=lambda: (send(), client.echo(end)), daemon=True).start()
+        for line in monitor.listen():
+            words = line["command"].split(" ")
+            name = words[0].lower()
+            if name == "echo" and words[1:] == [end]:
+                break
+            if line["client_type"] != "lua":
+                entry = found[f"{scripts.get(words[1], words[1])} (script)" if name == "evalsha" else name]
+                entry["calls"] += 1
+            else:
+                entry["inner"] += 1
+            entry["tags"] |= {tag_of(word) for word in words[1:] if tag_of(word)}
+    return {
+        call: {"calls": e["calls"] * 1000 / count, "inner": e["inner"] * 1000 / count, "tags": sorted(e["tags"])}
+        for call, e in sorted(found.items())
+    }
+
+
+def tag_of(key: str) -> str | None:
+    """The hash tag of one of the service's keys, its numbers as ``N`` (``{ls:3}`` is ``{ls:N}``)."""
+    from activity.store import keys
+
+    if not key.startswith(keys.prefix()) or "{" not in key or "}" not in key:
+        return None
+    return re.sub(r"\d+", "N", key[key.index("{") : key.index("}") + 1])
 
 
 def run(users: int, rounds: int, cluster_url: str) -> None:
@@ -98,7 +158,9 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
     from activity.store.audience import VISITOR_SHARDS
     from activity.store.client import get_client
 
-    now = clock.now()
+    moment = [clock.now()]
+    clock.now = lambda: moment[0]  # ingest remembers a day's writes until a moment: the bench moves it
+    now = moment[0]
     client = get_client()
     # 1. Memory: every user seen once with a page view, one anonymous visitor per user.
     started = time.perf_counter()
@@ -107,33 +169,39 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
     seed_seconds = time.perf_counter() - started
     # The by-name entries as the reports hold them: merged from the pending sets into the indexes.
     drain = replace(reports.Policy.current(), merge_slices=users)
-    for period in reports.PERIODS:
+    for period in reports.REPORT_PERIODS:
         reports.merge_pending(period, now, drain)
     memory = memory_by_family(client)
     per_user = {name: size / users for name, (_, size) in memory.items()}
 
-    # 2. Redis CPU per event of each ingest shape, on returning users (the steady state).
-    last_seen_shape = "last seen only (API event without path)"
-    page_view_shape = "page view (event with path: last seen + session + page statistics + actives + visitor)"
-    shapes = {
-        last_seen_shape: dict(path=False, visits=False),
-        page_view_shape: dict(path=True, visits=False),
-        "anonymous visit (visitor only)": dict(path=False, visits=True),
+    # 2. Redis CPU per event of each ingest shape. Returning users whose day this process has written
+    # (it then leaves out the day's idempotent writes), the same users' first event in this process
+    # (the clock moved past what it remembers), and anonymous visits by visitors never seen before.
+    fresh = [users]
+
+    def new_visitors(count: int) -> list[tuple[str, float]]:
+        fresh[0] += count
+        return visitors(fresh[0] - count, count, moment[0])
+
+    shapes: dict[str, tuple[Callable[[int], None], bool]] = {
+        LAST_SEEN: (lambda first: ingest.record_events(events(first, BATCH, False, moment[0])), False),
+        PAGE_VIEW: (lambda first: ingest.record_events(events(first, BATCH, True, moment[0])), False),
+        PAGE_VIEW_FIRST: (lambda first: ingest.record_events(events(first, BATCH, True, moment[0])), True),
+        ANONYMOUS: (lambda first: ingest.record_events([], new_visitors(BATCH)), False),
     }
     cpu_us: dict[str, float] = {}
     command_us: dict[str, dict[str, float]] = {}
+    calls: dict[str, dict[str, dict[str, float]]] = {}
     sample = min(users, 50_000)
-    for name, shape in shapes.items():
+    for name, (send, forget) in shapes.items():
         samples = []
-        for r in range(rounds):
-            ts = now + 1 + r
+        for r in range(rounds + 1):  # round 0 warms up: this process writes the users' day
+            moment[0] += FORGET if forget else 1
             before, stats_before = cpu_seconds(client), client.info("commandstats")
             for first in range(0, sample, BATCH):
-                if shape["visits"]:
-                    ingest.record_events([], visitors(first, BATCH, ts))
-                else:
-                    ingest.record_events(events(first, BATCH, shape["path"], ts))
-            samples.append((cpu_seconds(client) - before) * 1e6 / sample)
+                send(first)
+            if r:
+                samples.append((cpu_seconds(client) - before) * 1e6 / sample)
             stats = client.info("commandstats")
         cpu_us[name] = statistics.median(samples)
         # Where the last round's time went, per command (a script's inner commands count in both).
@@ -142,38 +210,38 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
             for command, value in stats.items()
             if value["usec"] != stats_before.get(command, {}).get("usec", 0) and command != "cmdstat_info"
         }
+        moment[0] += FORGET if forget else 1
+        calls[name] = commands_per_event(client, partial(send, 0), BATCH)
 
     # 3. The same page-view batches on the standalone server and on the 3-master cluster, interleaved.
-    sizes = 20_000
-    cluster_settings = dict(REDIS_URL=cluster_url, ACTIVITY_REDIS_CLUSTER=True, ACTIVITY_LAST_SEEN_PARTITIONS=16)
+    sizes = min(users, 20_000)
+    cluster_settings = dict(REDIS_URL=cluster_url, ACTIVITY_REDIS_CLUSTER=True)
 
-    def ingest(tick: list[int]) -> None:
-        tick[0] += 1
+    def push() -> None:
+        moment[0] += 1
         for first in range(0, sizes, BATCH):
-            ingest.record_events(events(first, BATCH, True, now + 100 + tick[0]), visitors(first, 200, now))
-
-    tick = [0]
+            ingest.record_events(events(first, BATCH, True, moment[0]), visitors(first, 200, moment[0]))
 
     def on_cluster() -> None:
         with override_settings(**cluster_settings):
-            ingest(tick)
+            push()
 
     with override_settings(**cluster_settings):
         cluster_client = get_client()
         before_nodes = per_node_cpu(cluster_client)
-    rates = harness.interleaved({"standalone": (lambda: ingest(tick), sizes), "cluster": (on_cluster, sizes)}, rounds)
+    rates = harness.interleaved({"standalone": (push, sizes), "cluster": (on_cluster, sizes)}, rounds)
     with override_settings(**cluster_settings):
         node_cpu = [after - before for after, before in zip(per_node_cpu(cluster_client), before_nodes, strict=True)]
     busiest_share = max(node_cpu) / sum(node_cpu)
 
-    flush_figures = json.loads((harness.RESULTS / "flush.json").read_text())
+    flush_figures = json.loads((harness.COMMITTED / "flush.json").read_text())
     flush_rows = {phase["returning"]: phase["rows_per_s"] for phase in flush_figures["phases"] if phase["rows"] >= 1e6}
     wal_per_row = [p["wal_bytes"] / p["rows"] for p in flush_figures["phases"] if p["rows"] >= 1e6]
 
     bytes_per_user = sum(size for name, size in per_user.items() if not name.startswith("{vis:"))
     bytes_per_visitor = sum(size for name, size in per_user.items() if name.startswith("{vis:"))
-    page_view_us = cpu_us[page_view_shape]
-    last_seen_us = cpu_us[last_seen_shape]
+    page_view_us = cpu_us[PAGE_VIEW]
+    last_seen_us = cpu_us[LAST_SEEN]
     shard_events = 1e6 / page_view_us
     shards_cpu = TARGET_EVENTS / (shard_events * HEADROOM)
     memory_gb = TARGET_USERS * (bytes_per_user + bytes_per_visitor) / 1e9
@@ -188,6 +256,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         "bytes_per_visitor": bytes_per_visitor,
         "redis_cpu_us_per_event": cpu_us,
         "command_us_per_event": command_us,
+        "calls_per_event": calls,
         "events_per_s_per_shard_core": {name: 1e6 / us for name, us in cpu_us.items()},
         "ingest_events_per_s_client": rates,
         "cluster_over_standalone": rates["cluster"] / rates["standalone"],
@@ -218,8 +287,8 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         "|---|---:|---:|",
     ]
     notes += [f"| {name} | {us:.1f} | {1e6 / us:,.0f} |" for name, us in cpu_us.items()]
+    notes += ["", *calls_table(calls), ""]
     notes += [
-        "",
         "| page-view batches of 1,000 (one client process) | events/s | ratio |",
         "|---|---:|---:|",
         f"| standalone | {rates['standalone']:,.0f} | 1.00x |",
@@ -230,9 +299,28 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         + ", ".join(f"{cpu:.2f} s" for cpu in node_cpu)
         + "). Flush (bench/results/flush.json): "
         + f"{flush_rows[False]:,.0f} new / {flush_rows[True]:,.0f} existing rows/s per worker. "
-        + f"Medians of {rounds} rounds. Command: `python -m bench.capacity --users {users}`.",
+        + f"Medians of {rounds} rounds. Command: `python -m bench.capacity --users {users} --rounds {rounds}`.",
     ]
     harness.write("capacity", results, table, "\n".join(notes))
+
+
+def calls_table(calls: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Calls per 1,000 events of each shape, by script or command: "calls (+ commands inside)"."""
+    names = sorted({call for shape in calls.values() for call in shape})
+    lines = [
+        "| per 1,000 events: calls (+ commands inside) | key tags | " + " | ".join(map(SHORT.get, calls)) + " |",
+        "|---|---|" + "---:|" * len(calls),
+    ]
+    for call in names:
+        tags = sorted({tag for shape in calls.values() for tag in shape.get(call, {}).get("tags", [])})
+        cells = []
+        for shape in calls.values():
+            found = shape.get(call)
+            cells.append(f"{found['calls']:,.0f} (+{found['inner']:,.0f})" if found else "")
+        lines.append(f"| `{call}` | {' '.join(f'`{tag}`' for tag in tags)} | " + " | ".join(cells) + " |")
+    totals = [sum(found["calls"] + found["inner"] for found in shape.values()) / 1000 for shape in calls.values()]
+    lines.append("| **Redis commands per event, in all** | | " + " | ".join(f"{t:.2f}" for t in totals) + " |")
+    return lines
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ own, ``activity_bench_flush``, created and dropped by the run.
 
     python -m bench.flush            # 100,000 and 1,000,000 users
     python -m bench.flush --quick    # 10,000 and 100,000 users
+    python -m bench.flush --smoke    # 1,000 and 10,000 users, 1,000 ORM updates: seconds
 
 Writes bench/results/flush.json and .md.
 """
@@ -36,15 +37,15 @@ from pathlib import Path
 
 import psycopg
 
+from bench import harness
 from project.redis_server import PrivateRedis
 
-RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DATABASE = "activity_bench_flush"
 BATCH = 2000
 REQUESTS_PER_USER = 3
-ORM_SAMPLE = 20_000
+ORM_SAMPLE = 20_000  # requests; a smoke run takes a twentieth
 RECORD_CHUNK = 5000
 
 
@@ -58,9 +59,9 @@ def setup_django(redis_url: str) -> None:
     import django
 
     django.setup()
-    from activity.services import flush, locks
+    from activity.services import flush
 
-    flush.BATCH, locks.JOB_LOCK_TTL = BATCH, 3600
+    flush.BATCH = BATCH
 
 
 def wal_lsn() -> int:
@@ -82,7 +83,8 @@ def checkpointed_wal_lsn() -> int:
 
 
 def record(users: int, base: float) -> None:
-    """Every user seen ``REQUESTS_PER_USER`` times, later each time, through the store's Lua update."""
+    """Every user seen ``REQUESTS_PER_USER`` times, later each time, through ingest's last-seen step
+    (the store queues its Lua update in a pipeline)."""
     from activity.store import last_seen as last_seen_store
     from activity.store.client import get_client
 
@@ -92,7 +94,9 @@ def record(users: int, base: float) -> None:
             scores = {
                 str(user): base + request * 10 + user / 1e6 for user in range(start, min(users, start + RECORD_CHUNK))
             }
-            last_seen_store.update(client, scores, base + request * 10)
+            pipe = client.pipeline(transaction=False)
+            last_seen_store.queue_update(pipe, scores, base + request * 10)
+            pipe.execute()
 
 
 def flush_worker() -> None:
@@ -134,22 +138,22 @@ def run_flush(redis_url: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def orm_per_request(users: int, base: float) -> dict:
-    """The anchors' way over a sample: one ORM UPDATE (its own transaction) per request."""
+def orm_per_request(users: int, base: float, sample: int) -> dict:
+    """The anchors' way over ``sample`` requests: one ORM UPDATE (its own transaction) per request."""
     from django.db import connection
 
     from activity.models import UserActivity
 
     wal = checkpointed_wal_lsn()
     started = time.perf_counter()
-    for request in range(ORM_SAMPLE):
+    for request in range(sample):
         user = (request * 7919) % users
         seen = dt.datetime.fromtimestamp(base + 100 + request / 1e3, dt.UTC)
         UserActivity.objects.filter(user_id=str(user)).update(last_seen=seen)
     seconds = time.perf_counter() - started
     wal_bytes = wal_lsn() - wal
     connection.close()
-    return {"requests": ORM_SAMPLE, "seconds": seconds, "wal_bytes": wal_bytes}
+    return {"requests": sample, "seconds": seconds, "wal_bytes": wal_bytes}
 
 
 def measure(redis_url: str, users: int, base: float, returning: bool) -> dict:
@@ -182,12 +186,13 @@ def reset(redis_client) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="10,000 and 100,000 users")
+    parser.add_argument("--smoke", action="store_true", help="1,000 and 10,000 users, 1,000 ORM updates: seconds")
     parser.add_argument("--flush-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.flush_worker:
         flush_worker()
         return
-    sizes = [10_000, 100_000] if args.quick else [100_000, 1_000_000]
+    sizes = [1_000, 10_000] if args.smoke else [10_000, 100_000] if args.quick else [100_000, 1_000_000]
     with psycopg.connect(f"{PG}/postgres", autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
         admin.execute(f"CREATE DATABASE {DATABASE}")
@@ -206,7 +211,7 @@ def main() -> None:
             phases.append(measure(redis_server.url, users, base, returning=False))
         # The steady state: the same users seen again, so every row exists and is updated.
         phases.append(measure(redis_server.url, sizes[-1], base + 3600, returning=True))
-        orm = orm_per_request(sizes[-1], base)
+        orm = orm_per_request(sizes[-1], base, ORM_SAMPLE // 20 if args.smoke else ORM_SAMPLE)
     finally:
         redis_server.stop()
         from django.db import connections
@@ -245,9 +250,9 @@ def main() -> None:
             "orm_over_flush": ratios,
         },
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "flush.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / "flush.md").write_text(markdown(results))
+    harness.RESULTS.mkdir(exist_ok=True)
+    (harness.RESULTS / "flush.json").write_text(json.dumps(results, indent=2) + "\n")
+    (harness.RESULTS / "flush.md").write_text(markdown(results))
     print(markdown(results))
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import harness
-from bench.http import BROWSER, PAGE_PATH, Case, configure, granian_server, prepare_database, run_wrk, visitor_cookie
+from bench.web import BROWSER, PAGE_PATH, Case, configure, granian_server, prepare_database, run_wrk, visitor_cookie
 from project.redis_server import PrivateRedis
 
 WORKERS = 4

@@ -98,10 +98,11 @@ def watch(client: redis.Redis, updates: dict[int, dict[str, float]]) -> int:
     """Returns the number of WATCH conflicts retried."""
     from activity.store import keys
 
+    plain = redis.Redis(connection_pool=client.connection_pool)  # WATCH needs redis-py's own pipeline
     retries = 0
     for g, scores in updates.items():
         key = keys.group_view(g)
-        with client.pipeline() as pipe:
+        with plain.pipeline() as pipe:
             while True:
                 try:
                     pipe.watch(key)

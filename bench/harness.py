@@ -1,24 +1,32 @@
-"""What every benchmark shares: a private Redis, Django set up against it, and the results file."""
+"""What every benchmark shares: a private Redis, Django set up against it, and the results file; and
+for the benches that run processes (``bench.chaos``), a private PostgreSQL and ways to stop and watch them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import platform
+import pwd
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from project.redis_server import PrivateRedis
+from project.redis_server import PrivateRedis, free_port
 
-RESULTS = Path(__file__).resolve().parent / "results"
+# The committed results, which the docs include, and where this run writes its own: elsewhere when
+# BENCH_RESULTS names a directory (bench.smoke's, so a smoke run leaves the committed files alone).
+COMMITTED = Path(__file__).resolve().parent / "results"
+RESULTS = Path(os.environ.get("BENCH_RESULTS") or COMMITTED)
 
 
 def start(prefix: str = "bench:") -> PrivateRedis:
@@ -112,3 +120,95 @@ def counted() -> Iterator[None]:
         yield
     finally:
         subprocess.run(["callgrind_control", "--instr=off", str(os.getpid())], check=True, capture_output=True)
+
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+class PrivatePostgres:
+    """A throwaway PostgreSQL (``initdb`` in a temporary directory, ``pg_ctl``) on a free loopback
+    port, run as the ``postgres`` user when this process is root (``initdb`` refuses root)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+        self.dir: Path | None = None
+
+    @staticmethod
+    def available() -> bool:
+        if not (PG_BIN / "pg_ctl").exists():
+            return False
+        try:
+            return os.geteuid() != 0 or bool(pwd.getpwnam("postgres"))
+        except KeyError:
+            return False
+
+    def _run(self, *args: str) -> None:
+        as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run([*as_postgres, *args], check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+
+    def start(self) -> PrivatePostgres:
+        if self.dir is None:
+            self.dir = Path(tempfile.mkdtemp(prefix="activity-chaos-pg-"))
+            if os.geteuid() == 0:
+                shutil.chown(self.dir, "postgres")
+            self._run(
+                str(PG_BIN / "initdb"), "-D", str(self.dir / "data"), "-A", "trust", "-U", "postgres", "-E", "UTF8"
+            )
+        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1"
+        self._run(
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(self.dir / "data"),
+            "-o",
+            options,
+            "-l",
+            str(self.dir / "log"),
+            "-w",
+            "start",
+        )
+        return self
+
+    def halt(self, mode: str = "fast") -> None:
+        """``pg_ctl stop``: ``fast`` (a clean stop) or ``immediate`` (as a crash: recovery at the next start)."""
+        assert self.dir is not None
+        self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.dir / "data"), "-m", mode, "-w", "stop")
+
+    def stop(self) -> None:
+        if self.dir is not None:
+            with contextlib.suppress(subprocess.CalledProcessError):  # not running
+                self.halt()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+
+def end(process: subprocess.Popen[Any] | None, sig: int = signal.SIGTERM, wait: float = 30) -> None:
+    """Stop a process started in its own process group, then whatever is left of the group."""
+    if process is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        if process.poll() is None:
+            process.send_signal(sig)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=wait)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (granian's workers), from /proc."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def wait_log(read: Callable[[], str], done: Callable[[str], bool], timeout: float, what: str) -> None:
+    """Poll a process's log until ``done`` says so."""
+    deadline = time.monotonic() + timeout
+    while not done(read()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.02)

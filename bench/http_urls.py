@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from activity.services import last_seen
 from activity.web.api.service_view import OwnConfiguration
-from bench.http import READ_USER
+from bench.web import READ_USER
 from project.urls import urlpatterns as product_urlpatterns
 
 BODY = b"<!doctype html><title>bench</title><p>A page with nothing behind it."

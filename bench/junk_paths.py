@@ -33,14 +33,14 @@ def run(lengths: list[int], paths: int) -> dict[str, dict[str, float]]:
     from activity.calendar import day_name, day_of
     from activity.events import Event
     from activity.services import ingest
-    from activity.store import keys
+    from activity.store import families, keys
     from activity.store import sessions as sessions_store
     from activity.store.client import get_client
 
     client = get_client()
     found: dict[str, dict[str, float]] = {}
     for length in lengths:
-        for key in list(client.scan_iter(match=keys.sweep_pattern(), count=1000)):
+        for key in list(client.scan_iter(match=families.sweep_pattern(), count=1000)):
             client.delete(key)
         day = day_name(day_of(clock.now()))
         names = {

@@ -47,9 +47,10 @@ def _last_seen_write(client, latest: dict[str, float]) -> None:
 
 
 def _reset(client) -> None:
-    from activity.store import keys
+    from activity.store import last_seen as last_seen_store
 
-    client.delete(keys.last_seen(), keys.last_seen_dirty(), keys.last_seen_claimed())
+    for part in last_seen_store.partitions():
+        client.delete(part.seen, part.dirty, part.claimed)
 
 
 def single_client(count: int, users: int, batch: int, rounds: int) -> dict[str, float]:
@@ -73,7 +74,7 @@ def single_client(count: int, users: int, batch: int, rounds: int) -> dict[str, 
 
     def zadd_gt() -> None:
         for chunk in batches:
-            client.zadd(keys.last_seen(), _latest(chunk), gt=True)
+            client.zadd(keys.last_seen(0), _latest(chunk), gt=True)
 
     per_event_count = count // 10
     single = events[:per_event_count]
@@ -100,7 +101,8 @@ def _contended_writer(mode: str, seed: int, updates: int, hot: int, batch: int, 
     from activity.store.client import get_client
 
     client = get_client()
-    key = keys.last_seen()
+    plain = redis.Redis(connection_pool=client.connection_pool)  # WATCH needs redis-py's own pipeline
+    key = keys.last_seen(0)
     rng = random.Random(seed)
     latencies: list[float] = []
     retries = 0
@@ -121,7 +123,7 @@ def _contended_writer(mode: str, seed: int, updates: int, hot: int, batch: int, 
             ingest.record_events(pending)
             pending = []
         else:
-            with client.pipeline() as pipe:
+            with plain.pipeline() as pipe:
                 while True:
                     try:
                         pipe.watch(key)
@@ -129,7 +131,7 @@ def _contended_writer(mode: str, seed: int, updates: int, hot: int, batch: int, 
                         if current is None or ts > current:
                             pipe.multi()
                             pipe.zadd(key, {user: ts})
-                            pipe.zadd(keys.last_seen_dirty(), {user: ts}, nx=True)
+                            pipe.zadd(keys.last_seen_dirty(0), {user: ts}, nx=True)
                             pipe.execute()
                         else:
                             pipe.unwatch()

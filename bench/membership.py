@@ -31,9 +31,9 @@ from pathlib import Path
 import hiredis
 import redis
 
+from bench import harness
 from project.redis_server import PrivateRedis
 
-RESULTS = Path(__file__).resolve().parent / "results"
 PARTITION_BITS = (8, 11, 14, 16, 17, 18)
 DEFAULT_BITS = 17  # the service's store.audience.PARTITION_BITS
 # The server config the docs recommend for partitioned hashes: a partition stays a compact listpack
@@ -212,7 +212,7 @@ def main() -> None:
     rows = [
         {"structure": c.name, "form": c.form, "id_bytes": 16 if c.form == "bin" else 32, **c.figures} for c in cases
     ]
-    RESULTS.mkdir(exist_ok=True)
+    harness.RESULTS.mkdir(exist_ok=True)
     default = next(r for r in rows if r["structure"] == f"hash 2^{DEFAULT_BITS} HSETNX" and r["form"] == "bin")
     flat = next(r for r in rows if r["structure"] == "flat SETNX" and r["form"] == "bin")
     verdict = {
@@ -229,11 +229,12 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "server_config": SERVER_CONFIG,
     }
-    (RESULTS / "membership.json").write_text(json.dumps({**meta, "verdict": verdict, "rows": rows}, indent=2) + "\n")
-    (RESULTS / "membership.md").write_text(
+    figures = {**meta, "verdict": verdict, "rows": rows}
+    (harness.RESULTS / "membership.json").write_text(json.dumps(figures, indent=2) + "\n")
+    (harness.RESULTS / "membership.md").write_text(
         table(rows, args.ids, len(sample_ids)) + f"\nDefault: {json.dumps(verdict)}\n"
     )
-    plot(rows, args.ids, RESULTS / "membership.png")
+    plot(rows, args.ids, harness.RESULTS / "membership.png")
     print(table(rows, args.ids, len(sample_ids)))
     print("default:", json.dumps(verdict))
 

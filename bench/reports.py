@@ -16,11 +16,9 @@ import os
 import statistics
 import threading
 import time
-from pathlib import Path
 
+from bench import harness
 from project.redis_server import PrivateRedis
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main() -> None:
@@ -116,9 +114,9 @@ def run(args: argparse.Namespace) -> None:
 
 
 def write(sizes: dict, results: dict, ratios: dict) -> None:
-    RESULTS.mkdir(exist_ok=True)
+    harness.RESULTS.mkdir(exist_ok=True)
     payload = {"sizes": sizes, "results": results, "naive_over_lock": ratios}
-    (RESULTS / "reports.json").write_text(json.dumps(payload, indent=2) + "\n")
+    (harness.RESULTS / "reports.json").write_text(json.dumps(payload, indent=2) + "\n")
     metrics = ["reads", "sort_calls", "sort_per_1000_reads", "p50_ms", "p99_ms", "redis_cpu_ms_per_1000_reads"]
     lines = [
         f"Sizes: {sizes['users']} users, {sizes['readers']} reader threads for {sizes['seconds']} s each, "
@@ -131,7 +129,7 @@ def write(sizes: dict, results: dict, ratios: dict) -> None:
         ratio = ratios.get(metric, "")
         lines.append(f"| {metric} | {results['naive'][metric]} | {results['lock'][metric]} | {ratio} |")
     table = "\n".join(lines) + "\n"
-    (RESULTS / "reports.md").write_text(table)
+    (harness.RESULTS / "reports.md").write_text(table)
     print(table)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import statistics
 import tempfile
 import threading
@@ -28,20 +29,24 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from bench import harness
-from bench.http import (
+from bench.web import (
     BROWSER,
     DRF_PATH,
     FLOOR_PATH,
     PAGE_PATH,
     READ_USER,
     configure,
+    page_view_batch,
     prepare_database,
     seed_online,
 )
 from project.redis_server import PrivateRedis
 
 ONE_EVENT = b'{"events": [{"user": "u1"}]}'
+HUNDRED_VIEWS = json.dumps(page_view_batch(100)).encode()
 
 
 @dataclass
@@ -75,7 +80,10 @@ def environ(case: Case) -> dict[str, Any]:
     return found
 
 
-def caller() -> Callable[[Case], tuple[str, list[tuple[str, str]]]]:
+Caller = Callable[[Case], tuple[str, list[tuple[str, str]]]]
+
+
+def caller() -> Caller:
     """A function answering one request of a case through Django's WSGI handler: (status, headers)."""
     from django.core.handlers.wsgi import WSGIHandler
 
@@ -95,7 +103,7 @@ def caller() -> Callable[[Case], tuple[str, list[tuple[str, str]]]]:
     return call
 
 
-def visitor_cookie(call: Callable[[Case], tuple[str, list[tuple[str, str]]]]) -> str:
+def visitor_cookie(call: Caller) -> str:
     """The visitor cookie the middleware hands an anonymous browser on its first page."""
     from activity.web import middleware
 
@@ -139,15 +147,23 @@ CASES = [
         floor="drf_floor",
         credentials="token",
     ),
+    Case(
+        "post_100_views",
+        "POST /api/v1/events/, 100 page views",
+        "/api/v1/events/",
+        body=HUNDRED_VIEWS,
+        floor="drf_floor",
+        credentials="token",
+    ),
 ]
 
 
 @contextmanager
-def served() -> Iterator[tuple[Callable[[Case], tuple[str, list[tuple[str, str]]]], list[Case]]]:
-    """bench.http's site in this process (its settings, a private redis-server, SQLite), and the cases
-    with their credentials: each answers 2xx."""
+def served() -> Iterator[tuple[Caller, list[Case], redis.Redis]]:
+    """bench.http's site in this process (its settings, a private redis-server, SQLite), the cases
+    with their credentials (each answers 2xx), and a client of that redis-server."""
     with tempfile.TemporaryDirectory(prefix="activity-cpu-bench-") as name, PrivateRedis() as redis_server:
-        configure(Path(name), redis_server.url, workers=1, threads=1)
+        configure(Path(name), redis_server.url)
         credentials = prepare_database()
         seed_online()
         call = caller()
@@ -162,26 +178,62 @@ def served() -> Iterator[tuple[Callable[[Case], tuple[str, list[tuple[str, str]]
             status, _ = call(case)
             if not status.startswith("2"):
                 raise RuntimeError(f"{case.key}: {status}")
-        yield call, cases
+        with redis.Redis.from_url(redis_server.url) as client:
+            yield call, cases, client
 
 
-def cpu_per_request(requests: int, rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Each case's CPU microseconds per request, and its batches' thread's, in interleaved rounds."""
-    with served() as (call, cases):
-        cpu: dict[str, list[float]] = {case.key: [] for case in cases}
-        thread: dict[str, list[float]] = {case.key: [] for case in cases}
+def redis_cpu(client: redis.Redis) -> float:
+    """The redis-server's own CPU seconds so far (user + sys)."""
+    info = client.info("cpu")
+    return info["used_cpu_user"] + info["used_cpu_sys"]
+
+
+Samples = dict[str, list[float]]
+
+
+def cpu_per_request(requests: int, rounds: int) -> tuple[Samples, Samples, Samples, Samples]:
+    """Each case's CPU microseconds per request, its batches' thread's and Redis's, in interleaved
+    rounds; and the parts of a 100-page-view batch's (``batch_parts``)."""
+    with served() as (call, cases, client):
+        cpu: Samples = {case.key: [] for case in cases}
+        thread: Samples = {case.key: [] for case in cases}
+        on_redis: Samples = {case.key: [] for case in cases}
+        parts: Samples = {}
         for _ in range(rounds):
             for case in cases:
                 for _ in range(50):  # warm-up, and what the previous case left in the batches goes out
                     call(case)
                 time.sleep(0.1)
-                started, started_thread = time.process_time(), batches_thread_cpu()
+                started, started_thread, started_redis = time.process_time(), batches_thread_cpu(), redis_cpu(client)
                 for _ in range(requests):
                     call(case)
                 time.sleep(0.1)  # the batches' thread sends what these requests handed over
                 cpu[case.key].append((time.process_time() - started) / requests * 1e6)
                 thread[case.key].append((batches_thread_cpu() - started_thread) / requests * 1e6)
-    return cpu, thread
+                on_redis[case.key].append((redis_cpu(client) - started_redis) / requests * 1e6)
+            for part, value in batch_parts(requests // 10).items():
+                parts.setdefault(part, []).append(value)
+    return cpu, thread, on_redis, parts
+
+
+def batch_parts(calls: int) -> dict[str, float]:
+    """CPU microseconds per call of the two service functions a 100-page-view POST runs, called
+    directly on the same body: the body's validation (``clean_batch``) and the recording
+    (``ingest.record_events``: the store's Python, building and sending the one pipeline)."""
+    from activity.services import ingest
+    from activity.web.api.serializers import clean_batch
+
+    data = json.loads(HUNDRED_VIEWS)
+    started = time.process_time()
+    for _ in range(calls):
+        events = clean_batch(data)
+    validated = time.process_time()
+    for _ in range(calls):
+        ingest.record_events(events)
+    return {
+        "validation": (validated - started) / calls * 1e6,
+        "recording": (time.process_time() - validated) / calls * 1e6,
+    }
 
 
 def count_instructions(key: str, requests: int) -> None:
@@ -191,7 +243,7 @@ def count_instructions(key: str, requests: int) -> None:
     Under callgrind a request runs some 50x slower, so a 50 ms batch would carry one or two requests
     and charge each a whole round trip. Here a batch goes when ``BATCH_WHEN_COUNTED`` requests wait,
     whatever the time: about what one worker gathers in 50 ms under ``bench.http``'s load."""
-    with served() as (call, cases):
+    with served() as (call, cases, _):
         from activity.services import tracking
 
         tracking.BATCH_MS, tracking.BATCH_SIZE = 600_000, BATCH_WHEN_COUNTED
@@ -207,8 +259,8 @@ def count_instructions(key: str, requests: int) -> None:
 
 def instructions_per_request(requests: int) -> dict[str, float] | None:
     """Each case's instructions per request under callgrind, one process per case (None without
-    valgrind)."""
-    if not harness.can_count_instructions():
+    valgrind, or when no request is to be counted)."""
+    if not requests or not harness.can_count_instructions():
         return None
     args = ("--requests", str(requests), "--count-case")
     return {case.key: harness.instructions("bench.request_cpu", *args, case.key) / requests for case in CASES}
@@ -218,18 +270,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=500, help="per case and round")
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--counted", type=int, default=300, help="requests per case under callgrind (0: none)")
     parser.add_argument("--count-case", help=argparse.SUPPRESS)  # one case under callgrind
     args = parser.parse_args()
     if args.count_case:
         count_instructions(args.count_case, args.requests)
         return
-    cpu, thread = cpu_per_request(args.requests, args.rounds)
-    instructions = instructions_per_request(300)
+    cpu, thread, on_redis, parts = cpu_per_request(args.requests, args.rounds)
+    instructions = instructions_per_request(args.counted)
     rows = {
         case.key: {
             "name": case.name,
             "us_per_request": statistics.median(cpu[case.key]),
             "batches_thread_us": statistics.median(thread[case.key]),
+            "redis_us": statistics.median(on_redis[case.key]),
             "instructions": None if instructions is None else instructions[case.key],
             "floor": case.floor,
         }
@@ -241,6 +295,7 @@ def main() -> None:
             "CPU us/request",
             "over its floor, us",
             "of which the batches' thread, us",
+            "Redis us/request",
             "instructions",
             "over its floor",
         ]
@@ -255,18 +310,44 @@ def main() -> None:
                 f"{row['us_per_request']:,.0f}",
                 "" if floor is None else f"{row['over_floor_us']:,.0f} (over {row['floor']})",
                 f"{row['batches_thread_us']:,.0f}",
+                f"{row['redis_us']:,.0f}",
                 "" if counted is None else f"{counted / 1000:,.0f}k",
                 "" if counted is None or floor is None else f"{(counted - floor['instructions']) / 1000:,.0f}k",
             ]
         )
+    batch = {part: statistics.median(values) for part, values in parts.items()}
+    batch["redis"] = rows["post_100_views"]["redis_us"]
+    batch["request"] = rows["drf_floor"]["us_per_request"]
+    batch["rest"] = (
+        rows["post_100_views"]["us_per_request"] - batch["validation"] - batch["recording"] - batch["request"]
+    )
+    total = rows["post_100_views"]["us_per_request"] + batch["redis"]
+    where = [
+        ("the bare DRF view's request: Django, DRF, the token's authentication", batch["request"]),
+        ("the body's validation (`clean_batch`)", batch["validation"]),
+        (
+            "recording: the store's Python (`ingest.record_events`), building and sending one pipeline",
+            batch["recording"],
+        ),
+        ("the rest: parsing the JSON body, permission, throttle, the request's own tracking", batch["rest"]),
+        ("Redis's own CPU (its scripts)", batch["redis"]),
+    ]
+    breakdown = "\n".join(
+        ["| where a 100-page-view POST's CPU goes | us | share |", "|---|---:|---:|"]
+        + [f"| {what} | {us:,.0f} | {us / total:.0%} |" for what, us in where]
+        + [f"| **in all** | {total:,.0f} | |"]
+    )
     notes = (
         f"In one process through Django's WSGI handler (no server), bench.http's settings and URLs, a private "
         f"redis-server and SQLite; {args.requests} requests per case and round, medians of {args.rounds} interleaved "
-        "rounds, CPU of the whole process by time.process_time (the batches' thread included; Redis's own not); "
-        "instructions: callgrind, 300 requests of each case after its warm-up (within 2% from run to run). "
-        "Command: `python -m bench.request_cpu`."
+        "rounds, CPU of the whole process by time.process_time (the batches' thread included; Redis's own in its "
+        f"column, from its INFO); instructions: callgrind, {args.counted} requests of each case after its warm-up "
+        "(within 2% from run to run). Command: `python -m bench.request_cpu`.\n\n"
+        f"{breakdown}\n\nValidation and recording are the two service functions called directly on the same body "
+        "(medians over the rounds); the request's part is the bare DRF view's; the rest is what remains of the POST's "
+        "process CPU."
     )
-    results = {"requests": args.requests, "rounds": args.rounds, "cases": rows}
+    results = {"requests": args.requests, "rounds": args.rounds, "cases": rows, "post_100_views_parts_us": batch}
     harness.write("request_cpu", results, table, notes)
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from bench import harness
 from project.redis_server import PrivateRedis, free_port
-from project.serving import granian_command
+from project.serving import default_workers, granian_command
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -81,6 +81,7 @@ class Siege:
 
 
 def open_slow(port: int, kind: str, path: str) -> Slow:
+    opened = time.monotonic()  # before connecting: the server's timeouts count from its accept, after it
     sock = socket.create_connection((HOST, port), timeout=5)
     if kind == "headers":
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\nX-Slow: ".encode())
@@ -88,7 +89,7 @@ def open_slow(port: int, kind: str, path: str) -> Slow:
         head = f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
         sock.sendall(f"{head}Content-Length: {BODY_DECLARED}\r\n\r\n".encode() + b'{"events":')
     sock.setblocking(False)
-    return Slow(kind, sock, time.monotonic())
+    return Slow(kind, sock, opened)
 
 
 def probe(port: int, path: str) -> float | None:
@@ -220,7 +221,7 @@ def main() -> None:
     args = parser.parse_args()
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="activity-slow-") as name, PrivateRedis() as redis_server:
-        server = serve(Path(name), redis_server.url, port, {"WEB_CONCURRENCY": "4"})
+        server = serve(Path(name), redis_server.url, port, {})
         try:
             found = summary(siege(port, args.seconds, args.sockets, args.sockets))
         finally:
@@ -234,9 +235,9 @@ def main() -> None:
 
     table = [["measure", "value"], *([key.replace("_", " "), fmt(value)] for key, value in found.items())]
     notes = (
-        "granian as `make run` starts it (4 workers, default timeouts: headers 10 s, body 30 s), no proxy; "
-        f"{args.sockets} sockets trickling headers a byte a second and {args.sockets} holding a half-sent body "
-        f"(Content-Length {BODY_DECLARED:,}, 10 bytes sent), each one the server closed replaced at once, for "
+        f"granian as `make run` starts it ({default_workers()} workers, default timeouts: headers 10 s, body 30 s), "
+        f"no proxy; {args.sockets} sockets trickling headers a byte a second and {args.sockets} holding a half-sent "
+        f"body (Content-Length {BODY_DECLARED:,}, 10 bytes sent), each one the server closed replaced at once, for "
         f"{args.seconds:g} s, while a fresh `GET /healthz` went every 100 ms (an unanswered probe counts as 5 s "
         "in the p99). Closed after: seconds from a slow socket's opening to the server's close; statuses: what "
         "the server answered before closing (None: closed without an answer). Command: "

@@ -3,7 +3,7 @@ and the benchmark results at build time, never pasted.
 
 A page asks for one with an HTML comment, which the hook replaces:
 
-- ``<!-- key-schema -->``: every key family of ``activity.store.keys.FAMILIES``;
+- ``<!-- key-schema -->``: every key family of ``activity.store.families.FAMILIES``;
 - ``<!-- settings -->``: every setting of ``activity.conf.SETTINGS``;
 - ``<!-- constants -->``: the former settings that are named constants now (``CONSTANTS``), with
   their values;
@@ -36,7 +36,7 @@ MARKER = re.compile(
 # Images the benchmark pages show, served from bench/results/ under benchmarks/.
 IMAGES = ("membership.png",)
 
-# What each former ``ACTIVITY_*`` setting became (issue 33): the constant, in the module that uses it.
+# What each former ``ACTIVITY_*`` setting became: the constant, in the module that uses it.
 CONSTANTS = (
     ("activity.services.tracking.BATCH_MS", "ACTIVITY_TRACK_BATCH_MS"),
     ("activity.services.tracking.BATCH_SIZE", "ACTIVITY_TRACK_BATCH_SIZE"),
@@ -69,7 +69,7 @@ CONSTANTS = (
     ("activity.services.recommendations.WINDOW_DAYS", "ACTIVITY_RECOMMEND_DAYS"),
     ("activity.services.recommendations.RECENT_PAGES", "ACTIVITY_RECOMMEND_RECENT_PAGES"),
     ("activity.services.ingest.DAY_WRITES_CACHE", "ACTIVITY_DAY_WRITES_CACHE"),
-    ("activity.store.audience.MAX_ID", "ACTIVITY_ACTIVE_BITMAP_MAX_ID"),
+    ("activity.store.audience.MAX_PEOPLE", "ACTIVITY_ACTIVE_BITMAP_MAX_ID"),
     ("activity.store.audience.PARTITION_BITS", "ACTIVITY_VISITOR_PARTITION_BITS"),
     ("activity.web.api.authentication.TOKEN_CACHE_TTL", "ACTIVITY_TOKEN_CACHE_TTL"),
     ("activity.web.api.serializers.MAX_PAGE_SIZE", "ACTIVITY_MAX_PAGE_SIZE"),
@@ -80,6 +80,7 @@ CONSTANTS = (
 LIFETIMES = {
     "long-lived": "none: one of the few long-lived families; the sweep leaves it",
     "delete": "always written with one; the sweep deletes a key found without",
+    "merged": "none (written by releases before generations); the sweep merges it into its generation",
 }
 
 
@@ -109,16 +110,21 @@ def _duration(seconds: int) -> str:
 def key_schema() -> str:
     """One row per key family: pattern, Redis type, lifetime, and the first paragraph of its builder's docstring."""
     _django()
-    from activity.store import keys
+    from activity.store import families, lifetimes
 
     rows = ["| key (after `ACTIVITY_KEY_PREFIX`) | type | TTL | holds |", "|---|---|---|---|"]
-    for family in keys.FAMILIES:
+    for family in families.FAMILIES:
         kind = family.lifetime.kind
         if kind == "ttl":
             lifetime = f"fixed: {_duration(family.lifetime.stray_ttl({}, time.time()))} with the default settings"
         elif kind == "dated":
             lifetime = (
                 f"until {family.lifetime.keep_days} days past the end of its day, week or month (read from the name)"
+            )
+        elif kind == "generation":
+            lifetime = (
+                f"until {family.lifetime.keep_days} days past the end of its generation of"
+                f" {lifetimes.GENERATION_DAYS} days (read from the name)"
             )
         else:
             lifetime = LIFETIMES[kind]
@@ -186,6 +192,10 @@ def http_comparison(before_name: str, after_name: str) -> str:
     for key, ratio, label in COMPARED:
         before, after = (run["cases"][key][ratio] for run in runs)
         rows.append(f"| {label} | {before:.2f}x | {after:.2f}x | {after / before:.3f} |")
+    if all("post_100_views" in run["cases"] for run in runs):  # runs since bench.http posts page views
+        before, after = (100 * run["cases"]["post_100_views"]["vs_floor"] for run in runs)
+        label = "POST of 100 page views, events per bare-view request"
+        rows.append(f"| {label} | {before:.2f} | {after:.2f} | {after / before:.3f} |")
     before, after = (run["cases"]["post_1000"]["events_per_s"] for run in runs)
     rows.append(f"| batches of 1,000 events, events/s | {before:,.0f} | {after:,.0f} | {after / before:.3f} |")
     dates = " and ".join(f"{run['when']} ({run['rounds']} rounds)" for run in runs)

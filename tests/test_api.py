@@ -20,9 +20,10 @@ EVENTS = "/api/v1/events/"
 
 def activity_keys(redis_client) -> list[str]:
     """Keys of ours other than request counters (throttles count every request, whatever its answer;
-    they live under the same prefix, in Django's cache or the rate-limit counters)."""
+    they live under the same prefix, in Django's cache or the rate-limit counters), sorted, each once:
+    SCAN may return a key twice while Redis rehashes its keyspace."""
     counters = (f"{keys.prefix()}cache", f"{keys.prefix()}rate:")
-    return [k for k in redis_client.scan_iter(match=f"{keys.prefix()}*") if not k.startswith(counters)]
+    return sorted({k for k in redis_client.scan_iter(match=f"{keys.prefix()}*") if not k.startswith(counters)})
 
 
 def post_events(api: APIClient, events) -> object:

@@ -138,7 +138,7 @@ def full_sort_worker(turn: Any, mine: int, go: Any, stop: Any, out: Any) -> None
 
     client = connect(django_settings.REDIS_URL)
     week = calendar.period_name("week", calendar.day_of(clock.now()))
-    viewers_key, names, views = old_viewers(week), keys.display_name_pattern(), keys.user_views_pattern(week)
+    viewers_key, names, views = old_viewers(week), keys.viewer_pattern(keys.VIEWER_NAME), keys.viewer_pattern(week)
     ranked, by_name = keys.report_rows(f"old-most-active:{week}"), keys.report_rows(f"old-by-name:{week}")
     bitmaps, hlls = union_inputs(clock.now())
     bits_union, hll_union = f"{bitmaps[0]}:old-union", f"{hlls[0]}:old-union"

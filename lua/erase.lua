@@ -9,7 +9,7 @@
 --   bit      SETBIT the remembered dense id to 0, only where the bitmap reaches it (a shorter or
 --            missing bitmap is left as it is: never grown, never created)
 --   u16      BITFIELD SET u16 #id 0 (the remembered dense id), only where the string reaches it
---   name     GET the display name (remembered for byname), then DEL the key
+--   viewer   HGET the display name of the user's views hash (remembered for byname), then DEL it
 --   aliases  SMEMBERS the former display names (remembered for byname), then DEL the key
 --   byname   ZREM "<name> NUL <member>" for each remembered name and for the member itself
 --   pending  SREM the same entries (a by-name pending set: not yet merged into the index)
@@ -32,7 +32,7 @@ end
 for i = 4, #ARGV do
   local op = ARGV[i]
   if op ~= 'del' and op ~= 'zrem' and op ~= 'hdel' and op ~= 'map' and op ~= 'bit' and op ~= 'u16'
-      and op ~= 'name' and op ~= 'aliases' and op ~= 'byname' and op ~= 'pending' then
+      and op ~= 'viewer' and op ~= 'aliases' and op ~= 'byname' and op ~= 'pending' then
     return redis.error_reply('erase: unknown operation ' .. op)
   end
 end
@@ -59,12 +59,12 @@ for i = 2, #KEYS do
         removed = removed + 1
       end
     end
-  elseif op == 'name' then
-    local name = redis.call('GET', key)
+  elseif op == 'viewer' then
+    local name = redis.call('HGET', key, 'name')
     if name then
       names[#names + 1] = name
-      removed = removed + redis.call('DEL', key)
     end
+    removed = removed + redis.call('DEL', key)
   elseif op == 'aliases' then
     for _, name in ipairs(redis.call('SMEMBERS', key)) do
       names[#names + 1] = name

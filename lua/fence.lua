@@ -1,5 +1,5 @@
--- The fence of an ingest batch's page-view scripts (lua/session_record.lua, page_counts, viewer_names,
--- viewer_rank): the loader runs this first in each of them, so a batch sent with an idempotency
+-- The fence of an ingest batch's page-view scripts (lua/session_record.lua, page_counts,
+-- viewer_record): the loader runs this first in each of them, so a batch sent with an idempotency
 -- record writes its page views once, whatever was retried, reloaded or arrived late. It takes the
 -- first key and the first argument off KEYS and ARGV; the script's own header numbers what is left.
 -- With a token, a script writes only while the token is the record's writer, or while no attempt is

@@ -24,7 +24,7 @@ if slice == nil or slice < 1 or ttl == nil or ttl < 1 then
 end
 
 local index, pending = KEYS[1], KEYS[2]
--- The pending set's marker (the empty string: lua/viewer_names.lua) is no entry. It goes first,
+-- The pending set's marker (the empty string: lua/viewer_record.lua) is no entry. It goes first,
 -- so the SPOP takes entries only and the set's size counts them, and nothing pending leaves no key;
 -- the next new entry puts it back, with the set's TTL.
 redis.call('SREM', pending, '')

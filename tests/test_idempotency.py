@@ -214,7 +214,7 @@ def test_a_script_reloaded_after_the_others_ran_still_writes_with_them(redis_cli
     """After SCRIPT FLUSH with some scripts loaded again, the batch's first script meets NOSCRIPT and
     runs after the others, reloaded: the attempt's page views are written whole all the same."""
     redis_client.script_flush()
-    for script in (sessions_store.PAGE_COUNTS, sessions_store.VIEWER_NAMES, sessions_store.VIEWER_RANK):
+    for script in (sessions_store.PAGE_COUNTS, sessions_store.VIEWER_RECORD):
         redis_client.script_load(script.source)
     now = clock.now()
     body = batch("u1", now)

@@ -69,7 +69,7 @@ def test_seed_leaves_traces_everywhere_the_finder_looks(redis_client):
     seed(GONE, name="gone")
     flush.flush()
     found = "\n".join(redis_traces(GONE))
-    for where in (partition_of(GONE).seen, ":session:", ":name:", ":aliases:", ":uv:d:", ":top:", ":byname-pending:"):
+    for where in (partition_of(GONE).seen, ":session:", ":viewer:", ":aliases:", ":top:", ":byname-pending:"):
         assert where in found, where
     assert database_traces(GONE) == ["activity_useractivity"]
     reports.refresh()  # the by-name entries move from the pending sets into the indexes
@@ -289,7 +289,7 @@ def test_a_batch_skips_only_the_tombstoned_users_views(redis_client):
     for user in ("kept-1", "kept-2"):
         own = [path for who, path in zip(users, paths, strict=True) if who == user]
         assert [path for path, _ in sessions.current(user)] == own[::-1]
-        assert redis_client.get(keys.user_views(period_name("day", day_of(now)), user)) == str(len(own))
+        assert redis_client.hget(keys.viewer(user), period_name("day", day_of(now))) == str(len(own))
 
 
 def test_the_tombstone_outlives_a_dead_flush_claim_however_short_it_is(monkeypatch):

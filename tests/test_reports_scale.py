@@ -94,7 +94,7 @@ class EveryViewer:
         self, by: str, desc: bool = False, alpha: bool = False, start: int = 0, num: int | None = None
     ) -> list[str]:
         pkey = period_key(self.period)
-        patterns = ["#", keys.display_name_pattern(), keys.user_views_pattern(pkey)]
+        patterns = ["#", keys.viewer_pattern(keys.VIEWER_NAME), keys.viewer_pattern(pkey)]
         if not is_cluster(self.client):
             limit = {} if num is None else {"start": start, "num": num}
             return self.client.sort(self.key, by=by, get=patterns, desc=desc, alpha=alpha, **limit)
@@ -102,17 +102,17 @@ class EveryViewer:
         # (the weight, then the element byte by byte; DESC reverses both; a missing GET is '').
         rows = []
         for user in self.client.smembers(self.key):
-            name = self.client.get(keys.display_name(user)) or ""
-            views = self.client.get(keys.user_views(pkey, user)) or ""
+            name = self.client.hget(keys.viewer(user), keys.VIEWER_NAME) or ""
+            views = self.client.hget(keys.viewer(user), pkey) or ""
             rows.append((user, name, views))
-        column = 1 if by == keys.display_name_pattern() else 2
+        column = 1 if by == keys.viewer_pattern(keys.VIEWER_NAME) else 2
         rows.sort(key=lambda row: (row[column] if alpha else float(row[column] or 0), row[0].encode()), reverse=desc)
         chosen = rows[start : None if num is None else start + num]
         return [value for row in chosen for value in row]
 
     def most_active(self, top: int) -> list[str]:
         """``SORT viewers BY uv:* DESC LIMIT 0 top GET # GET name:* GET uv:*``: the old report."""
-        return self.sort(by=keys.user_views_pattern(period_key(self.period)), desc=True, start=0, num=top)
+        return self.sort(by=keys.viewer_pattern(period_key(self.period)), desc=True, start=0, num=top)
 
 
 def all_rows(name: str, period: str = "day", size: int = 37) -> list[dict]:
@@ -204,7 +204,7 @@ def test_a_tie_at_the_cap_is_settled_as_sort_settles_it(redis_client, monkeypatc
     views("b")  # back past everyone
     assert top_viewers(redis_client, "day") == [("b", 3), ("e", 2), ("d", 2)]
     assert flat(all_rows("most-active")) == viewers.most_active(2) == ["b", "b", "3", "e", "e", "2"]
-    assert viewers.sort(by=keys.user_views_pattern(period_key()), desc=True)[::3] == ["b", "e", "d", "c", "a", "10"]
+    assert viewers.sort(by=keys.viewer_pattern(period_key()), desc=True)[::3] == ["b", "e", "d", "c", "a", "10"]
 
 
 # --- the by-name report ------------------------------------------------------------------------------
@@ -246,7 +246,7 @@ def test_active_by_name_equals_the_full_sort_on_random_data(redis_client, wednes
         key=lambda r: (r[1].encode(), r[0].encode()),
     )
     assert [(row["user"], row["name"], row["views"]) for row in rows] == expected
-    full = viewers.sort(by=keys.display_name_pattern(), alpha=True)
+    full = viewers.sort(by=keys.viewer_pattern(keys.VIEWER_NAME), alpha=True)
     assert [row["name"] for row in rows] == full[1::3]  # the same names in the same order
     assert sorted((row["user"], row["name"], str(row["views"])) for row in rows) == sorted(
         zip(full[0::3], full[1::3], full[2::3], strict=True)
@@ -301,11 +301,11 @@ def test_by_name_pages_are_two_round_trips_and_never_sort(redis_client, wednesda
     with probe(redis_client) as seen:
         found, cache = reports.page("active-by-name", "week", 3, 20)
     assert cache == "hit" and found.count == 200 and len(found.rows) == 20
-    # The script names the page's users, then one MGET reads their counters (declared keys only).
+    # The script names the page's users, then one pipeline reads their counts (declared keys only).
     assert (seen.client_sends, seen.server_reads) == (2, 2)
-    # One page of the index, the page's counters in one MGET: no ZSCORE, nothing of every viewer;
+    # One page of the index, an HGET of each of the page's counts: no ZSCORE, nothing of every viewer;
     # the merge found nothing pending (an SPOP, the sizes), so no ZADD.
-    assert seen.commands["sort"] == 0 and seen.commands["zrange"] == 1 and seen.commands["mget"] == 1
+    assert seen.commands["sort"] == 0 and seen.commands["zrange"] == 1 and seen.commands["hget"] == 20
     assert seen.commands["zscore"] == 0 and seen.commands["spop"] == 1 and seen.commands["zadd"] == 0
     record([Event(f"new{n}", clock.now(), "/") for n in range(20)], {})
     with probe(redis_client) as seen:
@@ -328,37 +328,39 @@ def expire_times(redis_client, pattern: str) -> dict[str, int]:
 def test_a_periods_lists_outlive_its_counters_and_come_back_with_a_ttl_after_expiry(
     redis_client, wednesday, period, monkeypatch
 ):
-    """A counter gets its TTL when created, the candidates when a user enters them, the by-name
-    index when a merge moves entries into it: so neither expires before the counter of a user it
-    lists. The period's pending by-name set gets the period's TTL when its first entry makes it, so
-    it lives that long from then. Once a period's keys have expired, a late view starts them again,
-    each with a TTL, and the reports agree with the counters again."""
+    """A user's views hash gets the week's TTL at each of their views, the candidates theirs when a
+    user enters them, the by-name index when a merge moves entries into it. The period's pending
+    by-name set gets the period's TTL when its first entry makes it, so it lives that long from then.
+    Once a period's keys have expired, a late view starts them again, each with a TTL, and the
+    reports agree with the counters again."""
     monkeypatch.setattr(reports, "TOP", 5)
     monkeypatch.setattr(sessions_store, "CANDIDATES", 8)
     events, names = random_views(9, 120)
     pkey = period_key(period)
     index, pending = keys.viewers_by_name(pkey), pending_of(period)
     ttl_ms = lifetimes.page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly=period == "week") * 1000
+    week_ms = lifetimes.page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly=True) * 1000
     for part in batches(events, 20):
         made = int(time.time() * 1000) - 1  # the pending set, when the batch brings a new viewer
         record(part, names)
-        time.sleep(0.002)  # counters created at different milliseconds
-        counters = expire_times(redis_client, f"{keys.PV_TAG}:uv:{pkey}:*")
-        latest = max(counters.values())
+        hashes = expire_times(redis_client, f"{keys.PV_TAG}:viewer:*")
+        assert min(hashes[keys.viewer(event.user)] for event in part) >= made + week_ms
         lists = expire_times(redis_client, f"{keys.PV_TAG}:*:{pkey}")
-        members = redis_client.zrange(keys.top_viewers(pkey), 0, -1)
-        assert lists[keys.top_viewers(pkey)] >= max(counters[keys.user_views(pkey, user)] for user in members) > 0
+        assert lists[keys.top_viewers(pkey)] > 0
         if pending in lists:  # the batch brought new viewers of the period
             assert lists[pending] >= made + ttl_ms
-        time.sleep(0.002)
+        if pending in lists:
+            merged = int(time.time() * 1000) - 1  # the index, when this read merges the new viewers
         assert reports.page("active-by-name", period)[1] == "hit"  # merged: fewer than a slice were new
         lists = expire_times(redis_client, f"{keys.PV_TAG}:*:{pkey}")
-        assert lists.keys() == {keys.top_viewers(pkey), index} and lists[index] >= latest
+        assert lists.keys() == {keys.top_viewers(pkey), index} and lists[index] >= merged + ttl_ms
     assert_every_key_has_a_ttl(redis_client)
 
     # The period's keys expire (their TTLs run out, the latest ones last); late views come in.
     for key in redis_client.scan_iter(match=f"{keys.prefix()}{keys.PV_TAG}:*{period_key(period)}*"):
         redis_client.pexpire(key, 1)
+    for key in redis_client.scan_iter(match=f"{keys.prefix()}{keys.PV_TAG}:viewer:*"):
+        redis_client.hdel(key, pkey)  # the period's counts, as a later day's first view prunes them
     time.sleep(0.01)
     late, names = random_views(10, 40)
     viewers = EveryViewer(redis_client, period)
@@ -371,7 +373,7 @@ def test_a_periods_lists_outlive_its_counters_and_come_back_with_a_ttl_after_exp
     assert top_viewers(redis_client, period) == true_top(Counter(e.user for e in late if in_period(e, period)), 8)
     reports.rebuild("most-active", period)
     assert flat(all_rows("most-active", period)) == viewers.most_active(5)
-    names_now = viewers.sort(by=keys.display_name_pattern(), alpha=True)[1::3]
+    names_now = viewers.sort(by=keys.viewer_pattern(keys.VIEWER_NAME), alpha=True)[1::3]
     reports.refresh()  # more new viewers than one read merges
     assert [row["name"] for row in all_rows("active-by-name", period)] == names_now
     assert redis_client.ttl(index) > 0
@@ -404,12 +406,11 @@ def script_commands(redis_client, *views: PageView) -> Counter:
 
 # A view's commands besides the report structures: LINDEX of the session's last entry (its ts tells
 # an append from a late view's insert), RPUSH and PEXPIRE of the session (RPUSH answers the length:
-# an LTRIM only past the pages kept); SET NX GET and EXPIRE of the name (no username: the user id
-# stands in; a known one is one SET ... EX ... GET); the MGET of the user's day and week counters
-# that tells a first view (not needed on a rename); INCRBY of the day's views and ZINCRBY of a known
-# path (their TTLs were set when the key or the path was new); each of the four scripts' EVALSHA
-# and EXISTS of the tombstones (an erased user's views are skipped).
-SHARED = Counter(evalsha=4, exists=4, lindex=1, rpush=1, pexpire=1, set=1, expire=1, mget=1, incrby=1, zincrby=1)
+# an LTRIM only past the pages kept); HGET of the name in the user's views hash (no username: the one
+# stored stands) and the hash's EXPIRE; INCRBY of the day's views and ZINCRBY of a known path (their
+# TTLs were set when the key or the path was new); each of the three scripts' EVALSHA and EXISTS of
+# the tombstones (an erased user's views are skipped).
+SHARED = Counter(evalsha=3, exists=3, lindex=1, rpush=1, pexpire=1, hget=1, expire=1, incrby=1, zincrby=1)
 
 
 @override_settings(ACTIVITY_TRANSITIONS=False, ACTIVITY_REDIS_TIMEOUT=10.0)
@@ -441,22 +442,22 @@ def test_a_view_costs_the_same_commands_whatever_the_number_of_viewers(redis_cli
     assert not redis_client.exists(pending_of("day"), pending_of("week"))
     # The first view after it makes the pending sets again, each with its TTL.
     counts["new viewer, sets new"] = script_commands(redis_client, PageView("n2", "/", now))
-    # Both counters' INCRBYs, and the bars of the day's and the week's candidates (a ZRANGE each,
-    # once per call).
-    below = Counter(incrby=2, zrange=2)
+    # The day's and the week's HINCRBY, and the bars of the day's and the week's candidates (a ZRANGE
+    # each, once per call).
+    below = Counter(hincrby=2, zrange=2)
     assert counts["returning"] == SHARED + below
     assert counts["candidate"] == SHARED + below + Counter(zadd=2)
-    # A new session too: INCRBY of the day's sessions started. TTLs of the new counters (both
-    # periods), and the by-name entries into the pending sets (an SADD each, the marker with it), not
-    # into the million-member indexes; the sets hold the marker, so their TTLs stand. Below the bar,
-    # it leaves the top viewers and their TTL alone.
-    assert counts["new viewer"] == SHARED + below + Counter(incrby=1, expire=2, sadd=2)
+    # A new session too: INCRBY of the day's sessions started. The name set in the new hash, whose
+    # fields are looked over once a day (HKEYS: none past the statistics' days), and the by-name
+    # entries into the pending sets (an SADD each, the marker with it), not into the million-member
+    # indexes; the sets hold the marker, so their TTLs stand. Below the bar, it leaves the top
+    # viewers and their TTL alone.
+    assert counts["new viewer"] == SHARED + below + Counter(incrby=1, hset=1, hkeys=1, sadd=2)
     assert counts["new viewer, sets new"] == counts["new viewer"] + Counter(expire=2)
     assert counts["entering"] == SHARED + below + Counter(zadd=2, zremrangebyrank=2, expire=2)
-    # A username comes with its TTL in the SET, so the name's EXPIRE goes and the aliases' comes in
-    # its place; a rename pends the new entries whatever the counters say, so no MGET; the pending
-    # sets keep their marker and their TTLs.
-    assert counts["renamed"] == SHARED - Counter(mget=1) + below + Counter(zrem=2, srem=2, sadd=3)
+    # A rename: the new name's HSET, the old entries out (ZREM, SREM), the new ones pended, the old
+    # name into the aliases with their TTL; the pending sets keep their marker and their TTLs.
+    assert counts["renamed"] == SHARED + below + Counter(hset=1, zrem=2, srem=2, sadd=3, expire=1)
     assert [user for user, _ in top_viewers(redis_client, "day")][-1] == "h1"
     assert redis_client.zcard(keys.top_viewers(period_key())) == 8
 
@@ -481,8 +482,8 @@ def test_a_batch_reads_each_bar_once_trims_once_and_keeps_the_true_top(redis_cli
         calls = script_commands(redis_client, *views)
         assert calls["zrange"] == 2 and calls["zremrangebyrank"] <= 2
         users = {view.user for view in views}
-        # The day's views, the day's sessions started when a user is new today, then 2 a user.
-        assert calls["incrby"] == 1 + bool(users - set(day)) + 2 * len(users)
+        # The day's views and the day's sessions started when a user is new today; 2 HINCRBY a user.
+        assert calls["incrby"] == 1 + bool(users - set(day)) and calls["hincrby"] == 2 * len(users)
         day.update(view.user for view in views)
         week.update(view.user for view in views)
         assert top_viewers(redis_client, "day") == true_top(day, 4)

@@ -218,7 +218,7 @@ def test_every_key_a_script_touches_is_declared_in_its_keys(redis_client, monkey
 
     calls = script_calls([server], work)
     ran = {sha for sha, _, _ in calls}
-    own = ["session_record", "page_counts", "viewer_names", "viewer_rank", "report_by_name", "recommend"]
+    own = ["session_record", "page_counts", "viewer_record", "report_by_name", "recommend"]
     own += ["next_cdf", "next_pick", "next_top", "erase"]
     assert {LuaScript(name).sha for name in own} <= ran  # each of them ran here
     found = undeclared(server, calls)
@@ -237,7 +237,7 @@ def test_every_script_runs_and_touches_only_declared_keys(redis_client, django_c
     without one here fails), and every key its commands name is among its KEYS: membership and group
     views with their live update, a batch with anonymous visitors, an idempotent one (the fenced
     page-view scripts and the record's two), group actives, a session page, an online page after a
-    cursor, a flush under its lock, a prune, the last-seen upgrade, the sweep, a rollup, reports,
+    cursor, a flush under its lock, a prune, the upgrades, the sweep, a rollup, reports,
     recommendations and an erase. A MONITOR on every primary of a cluster, so every script is seen."""
     users = get_user_model().objects.bulk_create(get_user_model()(username=f"s{n}") for n in range(3))
     ids = [str(user.pk) for user in users]
@@ -245,10 +245,11 @@ def test_every_script_runs_and_touches_only_declared_keys(redis_client, django_c
     now = clock.now()
     day = calendar.day_of(now)
     # What earlier releases left: the sweep merges a legacy first-visit hash and gives a key without
-    # a TTL one; the upgrade moves last seen out of the one-set layout.
+    # a TTL one; the upgrades move last seen out of the one-set layout and fold a view counter.
     redis_client.hset(keys.visitor_seen(3, 7), secrets.token_bytes(16), calendar.day_number(day))
     redis_client.set(f"{keys.prefix()}no-such-family:1", "1")
     redis_client.zadd(keys.unpartitioned_last_seen(), {"earlier": now - 60})
+    redis_client.set(keys.former_user_views(calendar.period_name("day", day), "earlier"), 3, ex=60)
 
     def work() -> None:
         with django_capture_on_commit_callbacks(execute=True):
@@ -270,6 +271,7 @@ def test_every_script_runs_and_touches_only_declared_keys(redis_client, django_c
             assert held and flush.flush().flushed
         last_seen.prune()
         assert last_seen.upgrade() == 1
+        assert sessions.upgrade() == 1
         assert sweep.sweep().merged == 1
         audience.rollup_day(day)
         reports.page("active-by-name")

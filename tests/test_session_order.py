@@ -71,7 +71,7 @@ def test_a_view_backdated_two_days_stays_out_of_the_session_and_its_transitions(
     then = calendar.day_of(old)
     assert (sessions.page_views(then), sessions.started(then)) == (1, 0)
     assert sessions.top_paths(then) == [("/older-by-2-days", 1)]
-    assert redis_client.get(keys.user_views(calendar.period_name("day", then), "42")) == "1"
+    assert redis_client.hget(keys.viewer("42"), calendar.period_name("day", then)) == "1"
     assert last_seen.get("42").ts == round(now, 3)
 
 

@@ -6,7 +6,7 @@ import json
 import threading
 import time
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
@@ -20,7 +20,7 @@ from activity.services import ingest, sessions
 from activity.store import keys
 from activity.store import sessions as sessions_store
 from activity.store.scripts import LuaScript
-from activity.store.sessions import PAGE_COUNTS, SESSION_RECORD, VIEWER_NAMES, VIEWER_RANK, paths_slack
+from activity.store.sessions import PAGE_COUNTS, SESSION_RECORD, VIEWER_RECORD, paths_slack
 from activity.tasks import record_events as record_events_task
 from activity.web import middleware
 from tests.clients import Client
@@ -216,36 +216,34 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
             "2 arguments per view",
         ),
         (
-            VIEWER_NAMES,
-            [
-                tombstones,
-                keys.viewers_by_name(day),
-                keys.viewers_by_name(week),
-                keys.viewers_by_name_pending(day),
-                keys.viewers_by_name_pending(week),
-                keys.display_name(user),
-                keys.display_aliases(user),
-                keys.user_views(day, user),
-            ],
-            [10, 10, 1.0, user, ""],
-            "4 keys and 2 arguments per view",
-        ),
-        (
-            VIEWER_RANK,
-            [tombstones, keys.top_viewers(day), keys.top_viewers(week), keys.user_views(day, user)],
-            [10, 10, 1000, 1.0, user, 1],
-            "2 keys and 2 arguments per user",
-        ),
-        (
-            VIEWER_RANK,
+            VIEWER_RECORD,
             [
                 tombstones,
                 keys.top_viewers(day),
                 keys.top_viewers(week),
-                keys.user_views(day, user),
-                keys.user_views(week, user),
+                keys.viewers_by_name(day),
+                keys.viewers_by_name(week),
+                keys.viewers_by_name_pending(day),
+                keys.viewers_by_name_pending(week),
+                keys.viewer(user),
             ],
-            [10, 10, 1000, 1.0, user, 0],
+            [day, week, day, week, 10, 10, 1000, 1.0, user, 1, ""],
+            "2 keys and 3 arguments per user",
+        ),
+        (
+            VIEWER_RECORD,
+            [
+                tombstones,
+                keys.top_viewers(day),
+                keys.top_viewers(week),
+                keys.viewers_by_name(day),
+                keys.viewers_by_name(week),
+                keys.viewers_by_name_pending(day),
+                keys.viewers_by_name_pending(week),
+                keys.viewer(user),
+                keys.display_aliases(user),
+            ],
+            [day, week, day, week, 10, 10, 1000, 1.0, user, 0, ""],
             "each user views must be an integer >= 1",
         ),
     ]
@@ -256,7 +254,7 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
 
 
 @pytest.mark.parametrize(
-    "call", range(5), ids=["session_record", "page_counts", "viewer_names", "viewer_rank", "viewer_rank_views"]
+    "call", range(4), ids=["session_record", "page_counts", "viewer_record", "viewer_record_views"]
 )
 def test_each_page_view_script_checks_its_argument_counts_and_writes_nothing_when_they_are_wrong(redis_client, call):
     script, script_keys, args, message = bad_calls()[call]
@@ -289,7 +287,7 @@ def test_ingest_api_and_task_record_page_views_only_for_events_with_a_path(staff
         ("/pricing", round(now, 3)),
         ("/docs/a", round(now + 0.5, 3)),
     ]
-    assert redis_client.get(keys.display_name("7")) == "7"  # no username known: the id stands in
+    assert redis_client.hget(keys.viewer("7"), keys.VIEWER_NAME) == "7"  # no username known: the id stands in
 
 
 # --- one batch: two days, repeated first views, a rename --------------------------------------------
@@ -300,7 +298,7 @@ TUESDAY_NIGHT = WEDNESDAY - 12 * 3600 - 0.5  # 23:59:59.5 UTC, the same ISO week
 
 def counter(redis_client, period: str, when: float, user: str) -> int:
     """The user's views in the ``period`` (day or week) holding ``when``."""
-    return int(redis_client.get(keys.user_views(calendar.period_name(period, calendar.day_of(when)), user)) or 0)
+    return int(redis_client.hget(keys.viewer(user), calendar.period_name(period, calendar.day_of(when))) or 0)
 
 
 def pending(redis_client, period: str, when: float) -> set[str]:
@@ -379,9 +377,60 @@ def test_a_new_user_renamed_within_a_batch_keeps_one_entry_under_the_last_name(r
     for period in ("day", "week"):
         assert pending(redis_client, period, now) == {"amy\x00n2", ""}
         assert counter(redis_client, period, now, "n2") == 2
-    assert redis_client.smembers(keys.display_aliases("n2")) == {"zed"}
+    # The batch's last name is the one stored: "zed" names no entry, so no alias keeps it.
+    assert not redis_client.exists(keys.display_aliases("n2"))
     found, _ = reports.page("active-by-name")
     assert [(row["user"], row["name"], row["views"]) for row in found.rows] == [("n2", "amy", 2)]
+
+
+# --- one hash per viewer ------------------------------------------------------------------------------
+
+
+def test_a_viewers_hash_keeps_only_the_periods_the_statistics_keep(redis_client, at):
+    """A user coming back every few days keeps one key: each day's first view drops the fields of
+    days and weeks past ``ACTIVITY_PAGE_STATS_DAYS``, and the hash lives a week's TTL after the
+    latest view."""
+    stats = conf.settings.PAGE_STATS_DAYS
+    start = WEDNESDAY - 30 * 86400
+    for day in range(0, 30, 3):
+        at(start + day * 86400)
+        ingest.record_events([view("r", "/a", start + day * 86400)], names={"r": "Rita"})
+    fields = redis_client.hgetall(keys.viewer("r"))
+    today_ = calendar.day_of(start + 27 * 86400)
+    kept_days = {calendar.period_name("day", calendar.day_of(start + day * 86400)) for day in range(0, 30, 3)}
+    kept_days = {name for name in kept_days if name >= calendar.period_name("day", today_ - timedelta(days=stats))}
+    kept_weeks = {calendar.period_name("week", calendar.day_of(start + day * 86400)) for day in range(0, 30, 3)}
+    oldest_week = calendar.period_name("week", today_ - timedelta(days=stats + 7))
+    kept_weeks = {name for name in kept_weeks if name >= oldest_week}
+    assert set(fields) == {keys.VIEWER_NAME} | kept_days | kept_weeks
+    assert all(fields[name] == "1" for name in kept_days) and fields[keys.VIEWER_NAME] == "Rita"
+    assert len(kept_days) == 3 and 2 <= len(kept_weeks) <= 3
+    week_ttl = (stats + 7) * 86400
+    assert week_ttl - 5 <= redis_client.ttl(keys.viewer("r")) <= week_ttl
+
+
+def test_the_upgrade_folds_an_earlier_releases_names_and_counters_into_the_hashes(redis_client, capsys):
+    """Counts of the earlier keys add to what this release counted meanwhile; a name this release
+    set stays; each earlier key is gone; a second run folds nothing."""
+    from django.core.management import call_command
+
+    now = clock.now()
+    day, week = calendar.period_name("day", calendar.day_of(now)), calendar.period_name("week", calendar.day_of(now))
+    redis_client.set(keys.former_display_name("a:1"), "Ann", ex=3600)
+    redis_client.set(keys.former_user_views(day, "a:1"), 4, ex=3600)
+    redis_client.set(keys.former_user_views(week, "a:1"), 9, ex=7200)
+    redis_client.set(keys.former_display_name("b"), "old-b", ex=3600)
+    ingest.record_events([view("b", "/x")], names={"b": "Bea"})  # this release's view, before the upgrade
+    redis_client.set(keys.former_user_views(day, "b"), 2, ex=3600)
+    call_command("activity_upgrade")
+    assert "folded 5 display names and view counters" in capsys.readouterr().out
+    assert redis_client.hgetall(keys.viewer("a:1")) == {keys.VIEWER_NAME: "Ann", day: "4", week: "9"}
+    assert 7100 <= redis_client.ttl(keys.viewer("a:1")) <= 7200
+    assert redis_client.hgetall(keys.viewer("b")) == {keys.VIEWER_NAME: "Bea", day: "3", week: "1"}
+    assert not redis_client.exists(keys.former_display_name("a:1"), keys.former_display_name("b"))
+    assert not redis_client.exists(keys.former_user_views(day, "a:1"), keys.former_user_views(day, "b"))
+    call_command("activity_upgrade")
+    assert "folded 0 display names" in capsys.readouterr().out
 
 
 # --- the middleware -------------------------------------------------------------------------------
@@ -403,7 +452,7 @@ def test_middleware_records_html_gets_only(member_client, member, redis_client, 
     member_client.get("/private/area")
     member_client.get("/missing")
     assert [e["path"] for e in stored(redis_client, str(member.pk))] == ["/pricing"]
-    assert redis_client.get(keys.display_name(str(member.pk))) == member.get_username()
+    assert redis_client.hget(keys.viewer(str(member.pk)), keys.VIEWER_NAME) == member.get_username()
     monkeypatch.setattr(middleware, "PAGE_CONTENT_TYPES", ("text/html", "application/json"))
     member_client.get("/data.json")
     assert stored(redis_client, str(member.pk))[-1]["path"] == "/data.json"
@@ -419,11 +468,11 @@ def test_a_tracked_page_view_still_costs_one_round_trip(member_client, member, r
         member_client.get("/pricing")
     assert last_seen_only.client_sends == with_session.client_sends == 1
     assert last_seen_only.server_reads == with_session.server_reads == 1
-    # Inside that one round trip: the last-seen and group-index EVALSHAs, plus the page view's four
-    # (session, page counts, viewer names, viewer ranking; today's first visit and active-user bit
+    # Inside that one round trip: the last-seen and group-index EVALSHAs, plus the page view's three
+    # (session, page counts, viewers; today's first visit and active-user bit
     # were written by the warm-up requests, and this process remembers it: ingest.DAY_WRITES_CACHE).
     assert last_seen_only.commands["evalsha"] == 2
-    assert with_session.commands["evalsha"] == 2 + 4
+    assert with_session.commands["evalsha"] == 2 + 3
     assert with_session.commands["multi"] == with_session.commands["exec"] == 0
     assert len(stored(redis_client, str(member.pk))) == 2
 

@@ -67,7 +67,8 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "dense_ids": ((), LONG),
     "dense_ids_next": ((), LONG),
     "session": (("42",), 60),
-    "display_name": (("42",), 15 * DAY),
+    "viewer": (("42",), 15 * DAY),
+    "former_display_name": (("42",), 15 * DAY),
     "sessions_started": (("20261123",), 8 * DAY),
     "page_views": (("20261123",), 8 * DAY),
     "path_views": (("20261123",), 8 * DAY),
@@ -76,7 +77,7 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "transitions_cdf": (("20261123+7", "/pricing"), GONE),
     "transitions_total": (("20261123+7", "/pricing"), GONE),
     "recommendations": (("42",), GONE),
-    "user_views": (("d:20261123", "42"), 15 * DAY),
+    "former_user_views": (("d:20261123", "42"), 15 * DAY),
     "top_viewers": (("w:2026W48",), 15 * DAY),
     "viewers_by_name": (("d:20261123",), 15 * DAY),
     "viewers_by_name_pending": (("w:2026W48",), 15 * DAY),
@@ -114,8 +115,9 @@ HELPERS = {
     "fixed",
     "stray_ttl",
     "page_stats_ttl",
-    "display_name_pattern",
-    "user_views_pattern",
+    "viewer_pattern",
+    "former_viewer_patterns",
+    "former_viewer_parts",
 }
 
 
@@ -263,4 +265,6 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
         "{pv}:report:<report_id>:candidates",  # a SORT's input, deleted in its MULTI (none on a cluster)
         "{au}:scratch:<token>:<name>",  # a retention table's intermediates, deleted by its build
         "{vis:<shard>}:seen:<partition>",  # first visits of releases before generations
+        "{pv}:name:<user>",  # display names and view counters of releases before the views hash
+        "{pv}:uv:<period>:<user>",
     }

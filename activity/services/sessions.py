@@ -3,6 +3,7 @@ pages. Page views are recorded with the rest of a batch (``services.ingest``).""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date
 
 from activity import conf
@@ -51,3 +52,15 @@ def page_views(day: date) -> int:
 def top_paths(day: date, n: int = 10) -> list[tuple[str, int]]:
     """The ``n`` most viewed paths on ``day`` (local) with their view counts, most viewed first."""
     return store.top_paths(get_client(), day, n)
+
+
+def upgrade(step: int = 1000, progress: Callable[[int], None] | None = None) -> int:
+    """Fold the per-user display names and view counters of a release before the views hashes into
+    them, ``step`` keys a step; returns how many were folded. Concurrent runs and writers are safe
+    (each key folds in one script); a run on this release's layout folds nothing."""
+    folded = 0
+    for count in store.fold_former_viewers(get_client(), step, conf.settings.PAGE_STATS_DAYS):
+        folded += count
+        if count and progress is not None:
+            progress(folded)
+    return folded

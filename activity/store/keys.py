@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from activity import conf
 from activity.store import lifetimes
-from activity.store.families import family, prefix
+from activity.store.families import family, prefix, sweep_pattern
 from activity.store.lifetimes import COHORT, DATED, DELETE, GENERATION, LONG_LIVED, MERGED, fixed
 
 # --- last seen and its flush queue, one hash tag {ls:<partition>} per partition
@@ -220,10 +220,20 @@ def session(user: str) -> str:
     return f"{prefix()}{PV_TAG}:session:{user}"
 
 
-@family("{pv}:name:<user>", "string", lifetimes.page_stats(weekly=True))
-def display_name(user: str) -> str:
-    """String: the user's username, or the user id until one is known."""
-    return f"{prefix()}{PV_TAG}:name:{user}"
+@family("{pv}:viewer:<user>", "hash", lifetimes.page_stats(weekly=True))
+def viewer(user: str) -> str:
+    """Hash: the user's page views per period (a field per period, named by it: ``d:YYYYMMDD``,
+    ``w:YYYYWww``; only the periods the statistics keep) and display name (field ``VIEWER_NAME``:
+    the username, or the user id until one is known). One key per viewer, not one per period."""
+    return f"{prefix()}{PV_TAG}:viewer:{user}"
+
+
+VIEWER_NAME = "name"
+
+
+def viewer_pattern(field: str) -> str:
+    """SORT BY/GET pattern over ``field`` of every user's ``viewer`` hash."""
+    return f"{viewer('*')}->{field}"
 
 
 @family("{pv}:aliases:<user>", "set", lifetimes.page_stats(weekly=True))
@@ -231,11 +241,6 @@ def display_aliases(user: str) -> str:
     """Set: the user's former display names, kept on a rename so an erase finds the entries past
     periods' by-name indexes still hold under them."""
     return f"{prefix()}{PV_TAG}:aliases:{user}"
-
-
-def display_name_pattern() -> str:
-    """SORT BY/GET pattern over ``display_name``."""
-    return display_name("*")
 
 
 @family("{pv}:started:<day>", "string", lifetimes.page_stats())
@@ -293,15 +298,34 @@ def recommendations(user: str) -> str:
     return f"{prefix()}{PV_TAG}:recs:{user}"
 
 
+# An earlier release's per-user keys, which ``activity_upgrade`` folds into ``viewer``.
+@family("{pv}:name:<user>", "string", lifetimes.page_stats(weekly=True))
+def former_display_name(user: str) -> str:
+    """String: the user's display name, as releases before the ``viewer`` hash kept it."""
+    return f"{prefix()}{PV_TAG}:name:{user}"
+
+
 @family("{pv}:uv:<period>:<user>", "string", lifetimes.page_stats(weekly=True))
-def user_views(period: str, user: str) -> str:
-    """String counter: one user's page views in ``period`` (``d:YYYYMMDD`` or ``w:YYYYWww``)."""
+def former_user_views(period: str, user: str) -> str:
+    """String counter: one user's page views in ``period``, as releases before the ``viewer``
+    hash kept them."""
     return f"{prefix()}{PV_TAG}:uv:{period}:{user}"
 
 
-def user_views_pattern(period: str) -> str:
-    """SORT BY/GET pattern over ``user_views`` of one period."""
-    return user_views(period, "*")
+def former_viewer_patterns() -> tuple[str, str]:
+    """SCAN MATCH patterns of ``former_display_name`` and ``former_user_views`` keys."""
+    own = sweep_pattern().removesuffix("*")  # the prefix, its glob characters escaped
+    return f"{own}{PV_TAG}:name:*", f"{own}{PV_TAG}:uv:*"
+
+
+def former_viewer_parts(key: str) -> tuple[str, str]:
+    """(user id, ``viewer`` field) of a ``former_display_name`` or ``former_user_views`` key: the
+    period is two parts (``d:YYYYMMDD``), so a user id may hold ":"."""
+    kind, _, rest = key.removeprefix(f"{prefix()}{PV_TAG}:").partition(":")
+    if kind == "name":
+        return rest, VIEWER_NAME
+    letter, period, user = rest.split(":", 2)
+    return user, f"{letter}:{period}"
 
 
 @family("{pv}:top:<period>", "zset", lifetimes.page_stats(weekly=True))

@@ -46,11 +46,10 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     groups whose views index the user). Drop those views after: a build reads the epoch before last
     seen, so one that read the user's last seen before this erase cannot publish past the bump."""
     user = where.user
-    pv: list[tuple[str, str]] = [(keys.display_name(user), "name"), (keys.display_aliases(user), "aliases")]
+    pv: list[tuple[str, str]] = [(keys.viewer(user), "viewer"), (keys.display_aliases(user), "aliases")]
     pv += [(keys.viewers_by_name(period), "byname") for period in where.page_periods]
     pv += [(keys.viewers_by_name_pending(period), "pending") for period in where.page_periods]
     pv += [(keys.top_viewers(period), "zrem") for period in where.page_periods]
-    pv += [(keys.user_views(period, user), "del") for period in where.page_periods]
     pv += [(keys.session(user), "del"), (keys.recommendations(user), "del")]
     pv += [(key, "del") for copy in where.report_copies for key in (keys.report_rows(copy), keys.report_meta(copy))]
     au = [(keys.dense_ids(), "map"), *((bitmap, "bit") for bitmap in where.bitmaps), (keys.first_day(), "u16")]
@@ -103,20 +102,17 @@ def footprint(client: Client, where: Where) -> Footprint:
         pipe.zscore(key, user)
     pipe.lrange(keys.session(user), 0, -1)
     pipe.pttl(keys.session(user))
-    pipe.get(keys.display_name(user))
+    pipe.hmget(keys.viewer(user), [keys.VIEWER_NAME, *where.page_periods])
     pipe.smembers(keys.display_aliases(user))
     pipe.smembers(keys.user_groups(user))
     for key in where.visitor_hashes:
         pipe.hget(key, where.visitor)
     pipe.hget(keys.dense_ids(), where.digest)
-    for period in where.page_periods:
-        pipe.get(keys.user_views(period, user))
     replies = pipe.execute()
-    seen, dirty, claimed, tombstone, session, pttl, name, aliases, groups = replies[:9]
+    seen, dirty, claimed, tombstone, session, pttl, (name, *views), aliases, groups = replies[:9]
     visits = 9 + len(where.visitor_hashes)
     first = next((day for day in replies[9:visits] if day is not None), None)
     dense = replies[visits]
-    views = replies[visits + 1 :]
     first_active, bits = None, [0] * len(where.day_bitmaps)
     if dense is not None:
         dense = int(dense)

@@ -54,8 +54,8 @@ def build_ranked(client: Client, report_id: str, period_key: str, top: int, keep
     pipe.zrangestore(candidates, keys.top_viewers(period_key), 0, top - 1, desc=True)
     pipe.sort(
         candidates,
-        by=keys.user_views_pattern(period_key),
-        get=["#", keys.display_name_pattern(), keys.user_views_pattern(period_key)],
+        by=keys.viewer_pattern(period_key),
+        get=["#", keys.viewer_pattern(keys.VIEWER_NAME), keys.viewer_pattern(period_key)],
         desc=True,
         start=0,
         num=top,
@@ -71,11 +71,11 @@ def _build_ranked_on_cluster(
     client: Client, report_id: str, period_key: str, top: int, keep_ms: int, now: float
 ) -> None:
     """``build_ranked`` without SORT: the top viewers' first K (ZRANGE REV is SORT ... DESC's
-    order), one MGET of their names, one MULTI writing the rows in SORT ... STORE's layout. Three
-    round trips, behind the rebuild lock."""
+    order), their names (one HGET each, pipelined), one MULTI writing the rows in SORT ... STORE's
+    layout. Three round trips, behind the rebuild lock."""
     rows = keys.report_rows(report_id)
     ranked = client.zrange(keys.top_viewers(period_key), 0, top - 1, desc=True, withscores=True)
-    names = client.mget([keys.display_name(user) for user, _ in ranked]) if ranked else []
+    names = _viewer_fields(client, [user for user, _ in ranked], keys.VIEWER_NAME)
     flat = [
         value
         for (user, views), name in zip(ranked, names, strict=True)
@@ -109,7 +109,7 @@ def read_by_name(client: Client, period: str, day: date, first: int, size: int, 
     ttl = lifetimes.page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly=period == "week")
     count, merged, pending, *members = REPORT_BY_NAME(client, script_keys, [first, size, merge_slice, ttl])
     entries = [member.partition(keys.NAME_SEPARATOR) for member in members]
-    views = client.mget([keys.user_views(period_key, user) for _, _, user in entries]) if entries else []
+    views = _viewer_fields(client, [user for _, _, user in entries], period_key)
     rows = [(user, name, int(viewed or 0)) for (name, _, user), viewed in zip(entries, views, strict=True)]
     return ByName(count=count, merged=merged, pending=pending, rows=rows)
 
@@ -117,6 +117,16 @@ def read_by_name(client: Client, period: str, day: date, first: int, size: int, 
 def merge_by_name(client: Client, period: str, day: date, merge_slice: int) -> ByName:
     """One slice of the period's pending by-name entries into its index, reading no page."""
     return read_by_name(client, period, day, 0, 0, merge_slice)
+
+
+def _viewer_fields(client: Client, users: list[str], field: str) -> list[str | None]:
+    """``field`` of each user's viewer hash: one round trip (the hashes share the ``{pv}`` slot)."""
+    if not users:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for user in users:
+        pipe.hget(keys.viewer(user), field)
+    return pipe.execute()
 
 
 def pttl_ms(client: Client, report_id: str) -> int:

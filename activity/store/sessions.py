@@ -1,4 +1,4 @@
-"""Navigation sessions and page-view statistics: one session script per batch and three scripts per
+"""Navigation sessions and page-view statistics: one session script per batch and two scripts per
 day of it, queued in the batch's one round trip; a session page read by one script (its count, TTL
 and rows at one moment)."""
 
@@ -6,21 +6,21 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 
 from activity import conf
 from activity.calendar import day_name, day_of, midnight, period_name
 from activity.store import keys, lifetimes
-from activity.store.client import Client, Reply, Sum
+from activity.store.client import Client, Reply, Sum, scan_steps
 from activity.store.idempotency import Fence, fence_part
 from activity.store.scripts import LuaScript, Pipeline
 
 SESSION_RECORD = LuaScript("session_record")
 PAGE_COUNTS = LuaScript("page_counts")
-VIEWER_NAMES = LuaScript("viewer_names")
-VIEWER_RANK = LuaScript("viewer_rank")
+VIEWER_RECORD = LuaScript("viewer_record")
+VIEWER_FOLD = LuaScript("viewer_fold")
 PAGE = LuaScript("session_page")
 ENTRY_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per view
 # Distinct paths kept per day, and next pages per page and day (the most viewed, or most frequent,
@@ -67,15 +67,14 @@ def queue_record(
     fence: Fence | None = None,
 ) -> Sum:
     """Queue the scripts recording the batch's views on ``pipe``: the sessions' one for the batch,
-    then three per day the views fall on, each day's views in batch order; tombstoned users are
+    then two per day the views fall on, each day's views in batch order; tombstoned users are
     skipped. Returns the sessions started, once the pipeline has run. With ``fence``, every script
     writes only if this attempt is the batch's writer (``store.idempotency``).
 
     Only views within the session window (``ts`` at or after ``now - window_s``) join sessions; older
-    ones count in their day's statistics alone. Per day: counts per day and path, display names and
-    by-name entries, then views per user (one counter step per user, whatever their views in the
-    batch) and the top viewers. The names script tells a user's first view of a period by the
-    counters the rank script creates, so it is queued first.
+    ones count in their day's statistics alone. Per day: counts per day and path, then per user (one
+    step per user, whatever their views in the batch) views, display name, by-name entries and the
+    top viewers.
     """
     by_day: dict[date, list[PageView]] = {}
     for view in views:
@@ -90,8 +89,7 @@ def queue_record(
     for when in sorted(by_day):
         day_views = by_day[when]
         _queue_page_counts(pipe, fenced, when, day_views, day_ttl, now)
-        _queue_viewer_names(pipe, fenced, when, day_views, ttls, now)
-        _queue_viewer_rank(pipe, fenced, when, day_views, ttls, now)
+        _queue_viewers(pipe, fenced, when, day_views, ttls, stats_days, now)
     return started
 
 
@@ -137,30 +135,30 @@ def _queue_page_counts(
     return pipe.script(PAGE_COUNTS, script_keys, args)
 
 
-def _queue_viewer_names(
-    pipe: Pipeline, fenced: Fenced, when: date, views: Sequence[PageView], ttls: tuple[int, int], now: float
+def _queue_viewers(
+    pipe: Pipeline,
+    fenced: Fenced,
+    when: date,
+    views: Sequence[PageView],
+    ttls: tuple[int, int],
+    stats_days: int,
+    now: float,
 ) -> Reply:
-    day, week = period_name("day", when), period_name("week", when)
-    script_keys = [*fenced[0], keys.tombstones("pv"), keys.viewers_by_name(day), keys.viewers_by_name(week)]
-    script_keys += [keys.viewers_by_name_pending(day), keys.viewers_by_name_pending(week)]
-    args: list[str | int] = [*fenced[1], *ttls, repr(now)]
-    for view in views:
-        script_keys += [keys.display_name(view.user), keys.display_aliases(view.user)]
-        script_keys += [keys.user_views(day, view.user), keys.user_views(week, view.user)]
-        args += [view.user, view.name or ""]
-    return pipe.script(VIEWER_NAMES, script_keys, args)
-
-
-def _queue_viewer_rank(
-    pipe: Pipeline, fenced: Fenced, when: date, views: Sequence[PageView], ttls: tuple[int, int], now: float
-) -> Reply:
+    """One call per day: each user's views of the batch counted once (a user's last known username
+    of the batch names them), in the day and its week."""
     day, week = period_name("day", when), period_name("week", when)
     script_keys = [*fenced[0], keys.tombstones("pv"), keys.top_viewers(day), keys.top_viewers(week)]
-    args: list[str | int] = [*fenced[1], *ttls, CANDIDATES, repr(now)]
-    for user, count in Counter(view.user for view in views).items():
-        script_keys += [keys.user_views(day, user), keys.user_views(week, user)]
-        args += [user, count]
-    return pipe.script(VIEWER_RANK, script_keys, args)
+    script_keys += [keys.viewers_by_name(day), keys.viewers_by_name(week)]
+    script_keys += [keys.viewers_by_name_pending(day), keys.viewers_by_name_pending(week)]
+    oldest_day = period_name("day", when - timedelta(days=stats_days))
+    oldest_week = period_name("week", when - timedelta(days=stats_days + 7))
+    args: list[str | int] = [*fenced[1], day, week, oldest_day, oldest_week, *ttls, CANDIDATES, repr(now)]
+    counts = Counter(view.user for view in views)
+    names = {view.user: view.name for view in views if view.name}
+    for user, count in counts.items():
+        script_keys += [keys.viewer(user), keys.display_aliases(user)]
+        args += [user, count, names.get(user, "")]
+    return pipe.script(VIEWER_RECORD, script_keys, args)
 
 
 def page(client: Client, user: str, number: int, size: int) -> SessionPage | None:
@@ -185,3 +183,20 @@ def top_paths(client: Client, day: date, n: int) -> list[tuple[str, int]]:
     """The ``n`` most viewed paths on ``day``, most viewed first (ties: path descending)."""
     rows = client.zrange(keys.path_views(day_name(day)), 0, n - 1, desc=True, withscores=True)
     return [(path, int(score)) for path, score in rows]
+
+
+def fold_former_viewers(client: Client, step: int, stats_days: int) -> Iterator[int]:
+    """Fold an earlier release's per-user display names and view counters into the users' views
+    hashes, ``step`` keys a SCAN step; yields how many each step folded. Safe to interrupt and to
+    run again: a folded key is gone."""
+    ttl = lifetimes.page_stats_ttl(stats_days, weekly=True)
+    for pattern in keys.former_viewer_patterns():
+        for found in scan_steps(client, pattern, step):
+            pipe = client.pipeline(transaction=False)
+            calls = []
+            for key in found:
+                user, field = keys.former_viewer_parts(key)
+                calls.append(pipe.script(VIEWER_FOLD, [key, keys.viewer(user)], [field, ttl]))
+            if calls:
+                pipe.execute()
+                yield sum(call.value for call in calls)

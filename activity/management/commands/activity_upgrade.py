@@ -7,14 +7,15 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from activity.errors import StoreUnavailable
-from activity.services import last_seen
+from activity.services import last_seen, sessions
 
 
 class Command(BaseCommand):
     help = (
         "Move last seen (and its unflushed changes) kept under an earlier release's one set, or in "
         "partitions no longer a member's, into its partition of ACTIVITY_LAST_SEEN_PARTITIONS. Run it once "
-        "every process runs the new release or the new count; safe to interrupt and to run again."
+        "every process runs the new release or the new count; and fold an earlier release's per-user "
+        "display names and view counters into the users' views hashes. Safe to interrupt and to run again."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -29,8 +30,10 @@ class Command(BaseCommand):
 
         try:
             moved = last_seen.upgrade(step, progress if options["verbosity"] > 1 else None)
+            folded = sessions.upgrade(step)
         except RuntimeError as error:
             raise CommandError(str(error)) from error
         except StoreUnavailable as error:
             raise CommandError(f"Redis cannot serve now ({error}); nothing is lost, run the command again") from error
         self.stdout.write(self.style.SUCCESS(f"moved {moved} last-seen members into this release's partitions"))
+        self.stdout.write(self.style.SUCCESS(f"folded {folded} display names and view counters into views hashes"))

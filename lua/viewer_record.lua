@@ -1,0 +1,148 @@
+-- Record one day's page views of a batch per viewer, for the day's and the week's reports. Each user
+-- has one hash of their views per period (fields named by the period: d:YYYYMMDD, w:YYYYWww) and
+-- their display name (field 'name': a known username, else the one already set, else the user id).
+-- A user's first views of a day drop the hash's fields of periods past the statistics' retention, so
+-- the hash holds a few periods whatever how long the user keeps coming; the hash lives a week's
+-- statistics TTL after the user's latest view.
+--
+-- Reports: a user's first view of a period adds their "name NUL user" entry to the period's pending
+-- set, an O(1) SADD where the index takes an ordered insert (report_by_name.lua merges them; the
+-- marker '' tells the SADD that made the set, the one to give it a TTL). A rename keeps the former
+-- name in the user's aliases (so an erase finds old entries) and replaces the user's by-name
+-- entries. Each period keeps its top viewers, the cap users with the most views, ties to the greater
+-- user id as SORT ... DESC breaks them, so no report sorts every viewer: counts only grow, so the
+-- cap-th member's views (the bar), read once per call, decide; a count at or above it is ZADDed, and
+-- once every user is counted one ZREMRANGEBYRANK sends the lowest beyond the cap away. The bar only
+-- rises while the call runs, so the users the trim takes back are exactly those a bar read before
+-- each ZADD would have kept out. Users tombstoned at now are skipped.
+-- Fenced: lua/fence.lua runs first and takes its key and arguments; KEYS and ARGV below are
+-- what it leaves.
+--
+-- KEYS[1]  tombstones of erased users (member -> expiry)
+-- KEYS[2]  the day's top viewers (zset user -> views)
+-- KEYS[3]  the week's top viewers
+-- KEYS[4]  the day's by-name index (zset, score 0, member name NUL user)
+-- KEYS[5]  the week's by-name index
+-- KEYS[6]  the day's pending by-name entries (set, and the marker '')
+-- KEYS[7]  the week's pending by-name entries
+-- KEYS[8..] 2 per user: the user's views hash, the user's former display names (set)
+-- ARGV[1]  the day's field (d:YYYYMMDD)
+-- ARGV[2]  the week's field (w:YYYYWww)
+-- ARGV[3]  the oldest day field kept; older d: fields are dropped
+-- ARGV[4]  the oldest week field kept; older w: fields are dropped
+-- ARGV[5]  TTL of the day's keys, seconds (>= 1)
+-- ARGV[6]  TTL of the week's keys, the views hashes and aliases, seconds (>= 1)
+-- ARGV[7]  top viewers kept per period (cap >= 1)
+-- ARGV[8]  now, epoch seconds
+-- ARGV[9..] 3 per user, in the order of its keys: user id, the user's views in the batch (>= 1),
+--          username ('' when unknown: never replaces a name)
+-- Returns  the number of views counted.
+local users = (#ARGV - 8) / 3
+if #ARGV < 8 or (#ARGV - 8) % 3 ~= 0 or #KEYS ~= 7 + 2 * users then
+  return redis.error_reply('viewer_record: expected 7 keys and 8 arguments, then 2 keys and 3 arguments per user')
+end
+local day_field, week_field, oldest_day, oldest_week = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local day_ttl, week_ttl, cap, now = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+if day_ttl == nil or day_ttl < 1 or week_ttl == nil or week_ttl < 1 or cap == nil or cap < 1 or now == nil then
+  return redis.error_reply('viewer_record: TTLs and top viewers kept must be >= 1 and now a number')
+end
+for i = 1, users do
+  local views = tonumber(ARGV[7 + 3 * i])
+  if views == nil or views < 1 or views % 1 ~= 0 then
+    return redis.error_reply('viewer_record: each user views must be an integer >= 1')
+  end
+end
+
+-- The local functions take what they use as arguments: one that names a local of the script makes
+-- Redis's Lua allocate (and collect) an upvalue for it at every call.
+
+-- The cap-th member's views, or nil while the set holds fewer than the cap.
+local function bar_of(top, top_cap)
+  local bar = redis.call('ZRANGE', top, -top_cap, -top_cap, 'WITHSCORES')
+  return bar[2] and tonumber(bar[2])
+end
+
+-- After the call's ZADDs: the lowest beyond the cap leave, and the set gets its TTL when a user
+-- entered it.
+local function settle(top, top_cap, ttl, entered)
+  if entered > 0 then
+    redis.call('ZREMRANGEBYRANK', top, 0, -top_cap - 1)
+    redis.call('EXPIRE', top, ttl)
+  end
+end
+
+-- Add a by-name entry to a period's pending set; the set gets its TTL when the marker is new to it
+-- (the set is new, or a merge took the marker).
+local function pend(pending, entry, ttl)
+  if redis.call('SADD', pending, entry, '') == 2 then
+    redis.call('EXPIRE', pending, ttl)
+  end
+end
+
+-- Drop the hash's day and week fields older than the oldest kept (period names sort by date).
+local function prune(hash, day_kept, week_kept)
+  for _, field in ipairs(redis.call('HKEYS', hash)) do
+    local kind = string.sub(field, 1, 2)
+    if (kind == 'd:' and field < day_kept) or (kind == 'w:' and field < week_kept) then
+      redis.call('HDEL', hash, field)
+    end
+  end
+end
+
+local tombstones, day_top, week_top = KEYS[1], KEYS[2], KEYS[3]
+local day_index, week_index, day_pending, week_pending = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+-- The tombstones are looked up only while the set exists.
+local erasures = redis.call('EXISTS', tombstones) == 1
+local day_bar, week_bar = bar_of(day_top, cap), bar_of(week_top, cap)
+local counted, day_entered, week_entered = 0, 0, 0
+for i = 1, users do
+  local hash, aliases = KEYS[6 + 2 * i], KEYS[7 + 2 * i]
+  local user, views, name = ARGV[6 + 3 * i], tonumber(ARGV[7 + 3 * i]), ARGV[8 + 3 * i]
+  local expiry = erasures and redis.call('ZSCORE', tombstones, user)
+  if not (expiry and tonumber(expiry) > now) then
+    counted = counted + views
+    -- The first write is HINCRBY, which Redis refuses over maxmemory: once a script has written,
+    -- Redis lets in the rest.
+    local day_count = redis.call('HINCRBY', hash, day_field, views)
+    local week_count = redis.call('HINCRBY', hash, week_field, views)
+    local old = redis.call('HGET', hash, 'name')
+    if name == '' then
+      name = old or user
+    end
+    if old ~= name then
+      redis.call('HSET', hash, 'name', name)
+    end
+    if day_count == views then
+      prune(hash, oldest_day, oldest_week)
+    end
+    redis.call('EXPIRE', hash, week_ttl)
+    local entry = name .. '\0' .. user
+    if old and old ~= name then
+      local former = old .. '\0' .. user
+      redis.call('ZREM', day_index, former)
+      redis.call('ZREM', week_index, former)
+      redis.call('SREM', day_pending, former)
+      redis.call('SREM', week_pending, former)
+      redis.call('SADD', aliases, old)
+      redis.call('EXPIRE', aliases, week_ttl)
+      pend(day_pending, entry, day_ttl)
+      pend(week_pending, entry, week_ttl)
+    else
+      if day_count == views then
+        pend(day_pending, entry, day_ttl)
+      end
+      if week_count == views then
+        pend(week_pending, entry, week_ttl)
+      end
+    end
+    if day_bar == nil or day_count >= day_bar then
+      day_entered = day_entered + redis.call('ZADD', day_top, day_count, user)
+    end
+    if week_bar == nil or week_count >= week_bar then
+      week_entered = week_entered + redis.call('ZADD', week_top, week_count, user)
+    end
+  end
+end
+settle(day_top, cap, day_ttl, day_entered)
+settle(week_top, cap, week_ttl, week_entered)
+return counted

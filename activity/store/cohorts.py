@@ -203,8 +203,7 @@ def write_table(client: Client, table_id: str, body: Mapping[str, Any], keep_ms:
 
 def drop_tables(client: Client) -> int:
     """Delete every cached table, a SCAN step and a DEL at a time; returns how many there were."""
-    escaped_prefix = families.sweep_pattern().removesuffix("*")
-    pattern = escaped_prefix + keys.retention_table("*").removeprefix(keys.prefix())
+    pattern = families.match_pattern(keys.retention_table("*"))
     dropped = 0
     for found in scan_steps(client, pattern, 1000):
         if found:

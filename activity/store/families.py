@@ -52,10 +52,16 @@ def prefix() -> str:
     return conf.settings.KEY_PREFIX
 
 
-def sweep_pattern() -> str:
-    """SCAN MATCH pattern for every key under the prefix (glob characters in the prefix escaped)."""
+def match_pattern(key: str) -> str:
+    """SCAN MATCH pattern of ``key``, a key a builder made with ``*`` for what varies: the glob
+    characters of the prefix escaped, so a prefix holding one matches only itself."""
     escaped = "".join(f"\\{char}" if char in "*?[]\\" else char for char in prefix())
-    return f"{escaped}*"
+    return escaped + key.removeprefix(prefix())
+
+
+def sweep_pattern() -> str:
+    """SCAN MATCH pattern for every key under the prefix."""
+    return match_pattern(f"{prefix()}*")
 
 
 def family_of(key: str) -> tuple[Family, dict[str, str]] | None:

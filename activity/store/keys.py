@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from activity import conf
 from activity.store import lifetimes
-from activity.store.families import family, prefix, sweep_pattern
+from activity.store.families import family, match_pattern, prefix
 from activity.store.lifetimes import COHORT, DATED, DELETE, GENERATION, LONG_LIVED, MERGED, fixed
 
 # --- last seen and its flush queue, one hash tag {ls:<partition>} per partition
@@ -314,8 +314,7 @@ def former_user_views(period: str, user: str) -> str:
 
 def former_viewer_patterns() -> tuple[str, str]:
     """SCAN MATCH patterns of ``former_display_name`` and ``former_user_views`` keys."""
-    own = sweep_pattern().removesuffix("*")  # the prefix, its glob characters escaped
-    return f"{own}{PV_TAG}:name:*", f"{own}{PV_TAG}:uv:*"
+    return match_pattern(former_display_name("*")), match_pattern(former_user_views("*", "*"))
 
 
 def former_viewer_parts(key: str) -> tuple[str, str]:

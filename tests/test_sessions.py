@@ -196,6 +196,9 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
     name = calendar.day_name(today())
     tombstones, user = keys.tombstones("pv"), "x"
     unfenced = [""]  # lua/fence.lua's argument, with the tombstones' key for its own
+    viewers = [tombstones, keys.top_viewers(day), keys.top_viewers(week), keys.viewers_by_name(day)]
+    viewers += [keys.viewers_by_name(week), keys.viewers_by_name_pending(day), keys.viewers_by_name_pending(week)]
+    viewers.append(keys.viewer(user))
     calls = [
         (
             SESSION_RECORD,
@@ -217,32 +220,13 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
         ),
         (
             VIEWER_RECORD,
-            [
-                tombstones,
-                keys.top_viewers(day),
-                keys.top_viewers(week),
-                keys.viewers_by_name(day),
-                keys.viewers_by_name(week),
-                keys.viewers_by_name_pending(day),
-                keys.viewers_by_name_pending(week),
-                keys.viewer(user),
-            ],
+            viewers,  # without the user's aliases
             [day, week, day, week, 10, 10, 1000, 1.0, user, 1, ""],
             "2 keys and 3 arguments per user",
         ),
         (
             VIEWER_RECORD,
-            [
-                tombstones,
-                keys.top_viewers(day),
-                keys.top_viewers(week),
-                keys.viewers_by_name(day),
-                keys.viewers_by_name(week),
-                keys.viewers_by_name_pending(day),
-                keys.viewers_by_name_pending(week),
-                keys.viewer(user),
-                keys.display_aliases(user),
-            ],
+            [*viewers, keys.display_aliases(user)],
             [day, week, day, week, 10, 10, 1000, 1.0, user, 0, ""],
             "each user views must be an integer >= 1",
         ),

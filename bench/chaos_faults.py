@@ -59,14 +59,18 @@ def outage(ctx: Context, down: float, up: float) -> Callable[[list[Sent]], set[s
     return lambda sent: acknowledged_between(sent, "page", down - batch - MARGIN, up + ctx.consts["backoff"] + MARGIN)
 
 
+def bounce_store(ctx: Context, stop: Callable[[], None], start: Callable[[], object]) -> tuple[float, float]:
+    """``stop`` the store, ``start`` it 1 s later; (when it went down, when it answered again)."""
+    down = time.time()
+    stop()
+    time.sleep(1)
+    start()
+    return down, ctx.rig.wait_store()
+
+
 def kill_store(ctx: Context) -> Marks:
     """SIGKILL redis-server (AOF everysec), start it again on its directory 1 s later."""
-    store = ctx.rig.store
-    down = time.time()
-    store.kill()
-    time.sleep(1)
-    store.restart()
-    up = ctx.rig.wait_store()
+    down, up = bounce_store(ctx, ctx.rig.store.kill, ctx.rig.store.restart)
     pages = outage(ctx, down, up)
 
     def allowed(sent: list[Sent]) -> set[str]:
@@ -78,12 +82,7 @@ def kill_store(ctx: Context) -> Marks:
 
 def shutdown_store(ctx: Context) -> Marks:
     """SHUTDOWN (SIGTERM: the AOF fsynced, a last RDB snapshot), started again 1 s later."""
-    store = ctx.rig.store
-    down = time.time()
-    store.stop()
-    time.sleep(1)
-    store.start()
-    up = ctx.rig.wait_store()
+    down, up = bounce_store(ctx, ctx.rig.store.stop, ctx.rig.store.start)
     return Marks(down, up, outage(ctx, down, up), f"down {up - down:.1f} s")
 
 
@@ -95,15 +94,15 @@ def forget_store(ctx: Context) -> Marks:
     time.sleep(2)  # flushes have run under this phase's load: part of it is in the database
     before = [one for one in ctx.acked_so_far() if one.acknowledged]
     flushed = set(ctx.rig.probe.ask("db", users=[c for one in before for c in one.canaries]))
-    down = time.time()
-    store.kill()
-    store.stop()  # lets go of the directory
-    for path in store.dir.iterdir():
-        if path.name != "private-redis.lock":
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
-    time.sleep(1)
-    store.start()
-    up = ctx.rig.wait_store()
+
+    def kill_and_empty() -> None:
+        store.kill()
+        store.stop()  # lets go of the directory
+        for path in store.dir.iterdir():
+            if path.name != "private-redis.lock":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+    down, up = bounce_store(ctx, kill_and_empty, store.start)
     pages = outage(ctx, down, up)
 
     def allowed(sent: list[Sent]) -> set[str]:

@@ -1,11 +1,17 @@
 -- Read many users' group indexes in one call (the request pipeline asks for every user of a batch;
--- one script instead of one SMEMBERS per user keeps that a single command).
+-- one script instead of one SMEMBERS per user keeps that a single command). A build sets KEYS[1]
+-- with the indexes and for at least as long: while it is absent no index exists, and none is read.
 --
--- KEYS[1..n]  the users' group index sets (all under the {grp} hash tag)
+-- KEYS[1]     present while a user's group index may exist
+-- KEYS[2..]   the users' group index sets (all under the {grp} hash tag)
 -- ARGV        none
--- Returns     an array of n arrays: the group ids in each user's index, empty when there is none.
+-- Returns     an empty array while KEYS[1] is absent; else an array of an array per user: the group
+--             ids in the user's index, empty when there is none.
 local found = {}
-for i = 1, #KEYS do
-  found[i] = redis.call('SMEMBERS', KEYS[i])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return found
+end
+for i = 2, #KEYS do
+  found[i - 1] = redis.call('SMEMBERS', KEYS[i])
 end
 return found

@@ -142,13 +142,34 @@ def test_second_round_trip_only_for_members_of_materialized_views(staff_api, red
     with CommandDelta(redis_client) as delta:
         record(outsider, NOW)
     # Scripts' own commands are counted too: last seen (with its EXISTS of the tombstones) + group
-    # index (groups_of).
+    # index (groups_of, with its EXISTS of the mark that some view is built).
     sent = delta.calls
-    assert (sent["evalsha"], sent["smembers"], sent["exists"]) == (2, 1, 1)
+    assert (sent["evalsha"], sent["smembers"], sent["exists"]) == (2, 1, 2)
     with CommandDelta(redis_client) as delta:
         record(users[0], NOW)
     sent = delta.calls
-    assert (sent["evalsha"], sent["smembers"], sent["exists"]) == (3, 1, 2)  # + the view upsert
+    assert (sent["evalsha"], sent["smembers"], sent["exists"]) == (3, 1, 3)  # + the view upsert
+
+
+def test_no_index_is_read_until_a_view_is_built(staff_api, redis_client):
+    group, users = make_group("g", 3)
+    with CommandDelta(redis_client) as delta:
+        ingest.record_events([Event(user=user, ts=NOW) for user in users])
+    assert (delta.calls["evalsha"], delta.calls["smembers"]) == (2, 0)
+    staff_api.get(f"/api/v1/groups/{group.pk}/members/")
+    with CommandDelta(redis_client) as delta:
+        ingest.record_events([Event(user=user, ts=NOW + 1) for user in users])
+    assert (delta.calls["evalsha"], delta.calls["smembers"]) == (3, 3)  # + the view upsert
+    assert {ts for _, ts in view(redis_client, group)} == {NOW + 1}
+
+
+def test_the_built_mark_outlives_every_index(db, redis_client):
+    client = redis_client
+    store.build(client, 1, {"a": None}, "", 1000)
+    store.build(client, 2, {"b": None}, "", 10)  # a shorter build does not cut the mark short
+    assert client.ttl(keys.groups_indexed()) >= client.ttl(keys.user_groups("a")) > 1000
+    store.build(client, 3, {"c": None}, "", 5000)
+    assert client.ttl(keys.groups_indexed()) >= client.ttl(keys.user_groups("c")) > 5000
 
 
 def test_upsert_script_checks_arguments_and_writes_nothing(redis_client):

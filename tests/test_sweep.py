@@ -89,6 +89,7 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "group_view_build": ((5, "ab12"), GONE),
     "group_epoch": ((5,), GONE),
     "user_groups": (("42",), GONE),
+    "groups_indexed": ((), GONE),
     "group_members": ((5,), LONG),
     "group_active_scratch": ((), GONE),
     "tombstones": (("vis:3",), GONE),

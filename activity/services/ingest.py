@@ -95,8 +95,7 @@ def record_events(
     for pair in (*actives, *anonymous):
         _days_written.put(pair, True, now + DAY_WRITES_CACHE)
     if moved.value and groups_of is not None:
-        found = zip(latest, groups_of.value, strict=True)
-        groups.propagate(latest, {user: ids for user, ids in found if ids})
+        groups.propagate(latest, group_store.grouped(latest, groups_of))
     accepted = len(events) + len(visitors)
     metrics.EVENTS_ACCEPTED.inc(accepted)
     return RecordResult(

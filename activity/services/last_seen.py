@@ -59,8 +59,7 @@ def seed(latest: Mapping[str, float]) -> int:
     groups_of = group_store.queue_groups_of(pipe, latest)
     pipe.execute()
     if moved.value and groups_of is not None:
-        found = zip(latest, groups_of.value, strict=True)
-        groups.propagate(latest, {user: ids for user, ids in found if ids})
+        groups.propagate(latest, group_store.grouped(latest, groups_of))
     return moved.value
 
 

@@ -70,6 +70,9 @@ def build(client: Client, group_id: int, scores: Mapping[str, float | None], see
         index = keys.user_groups(member)
         pipe.sadd(index, group_id)
         pipe.expire(index, ttl + INDEX_SLACK)
+    # Outlives every index: made with this build's TTL, or kept if it already ends later.
+    pipe.set(keys.groups_indexed(), 1, ex=ttl + INDEX_SLACK, nx=True)
+    pipe.expire(keys.groups_indexed(), ttl + INDEX_SLACK, gt=True)
     published_at = pipe.script(
         PUBLISH, [temp, keys.group_view(group_id), keys.group_epoch(group_id)], [seen_epoch, view_ttl_ms]
     )
@@ -78,10 +81,18 @@ def build(client: Client, group_id: int, scores: Mapping[str, float | None], see
 
 
 def queue_groups_of(pipe: Pipeline, users: Iterable[str]) -> Reply | None:
-    """Queue the read of the users' group indexes (one EVALSHA); returns its reply, which lists each
-    user's group ids in ``users`` order once the pipeline has run. None when there are no users."""
+    """Queue the read of the users' group indexes (one EVALSHA, which reads none while no view is
+    built); ``grouped`` decodes its reply once the pipeline has run. None when there are no users."""
     index_keys = [keys.user_groups(user) for user in users]
-    return pipe.script(GROUPS_OF, index_keys, []) if index_keys else None
+    return pipe.script(GROUPS_OF, [keys.groups_indexed(), *index_keys], []) if index_keys else None
+
+
+def grouped(users: Iterable[str], reply: Reply) -> dict[str, list[str]]:
+    """Each of ``users`` (in the order queued) in some built group view -> its group ids, from the executed
+    reply of ``queue_groups_of``: empty when no view was built, else one list per user."""
+    if not reply.value:
+        return {}
+    return {user: ids for user, ids in zip(users, reply.value, strict=True) if ids}
 
 
 def upsert(client: Client, updates: Updates) -> int:

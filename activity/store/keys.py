@@ -430,6 +430,13 @@ def user_groups(user: str) -> str:
     return f"{prefix()}{{grp}}:user:{user}"
 
 
+@family("{grp}:indexed", "string", DELETE)
+def groups_indexed() -> str:
+    """String, present while a user's group index may exist: a build sets it with the indexes, its
+    TTL at least theirs, so a site with no group view built reads no index per event."""
+    return f"{prefix()}{{grp}}:indexed"
+
+
 # --- retention cohorts (docs/cohorts.md): tagged {au}, so a BITOP reads cohorts and active users
 # in one slot. Cohort bitmaps outlive the active ones: a 26-week table still reads its cohorts when
 # the rollup stores the cells of a week about to leave the active bitmaps' retention.

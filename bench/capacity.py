@@ -141,6 +141,47 @@ def commands_per_event(client, send: Callable[[], None], count: int) -> dict[str
     }
 
 
+def time_per_call(client, send: Callable[[int], None], count: int) -> dict[str, float]:
+    """Redis's time per event running each call ``send`` makes for ``count`` events (a script by
+    name, else the command), from SLOWLOG: a script's duration holds its commands inside, not
+    reading the request or writing the reply. Calls under 100 us are left out (under 0.1 us an event
+    of a batch of 1,000), so the commands a script runs, a few us each, are not logged beside it."""
+    scripts, saved = script_names(), client.config_get("slowlog-*")
+    client.config_set("slowlog-log-slower-than", 100)
+    client.config_set("slowlog-max-len", 10_000)
+    client.slowlog_reset()
+    try:
+        for first in range(0, count, BATCH):
+            send(first)
+        entries = client.slowlog_get(10_000)
+    finally:
+        for name, value in saved.items():
+            client.config_set(name, value)
+    found: dict[str, float] = defaultdict(float)
+    for entry in entries:
+        words = entry["command"].decode(errors="replace").split(" ")  # redis-py hands it over as bytes
+        if words[0].lower() in ("evalsha", "ping"):
+            found[scripts.get(words[1], words[1]) if words[0].lower() == "evalsha" else "ping"] += entry["duration"]
+    return {call: us / count for call, us in sorted(found.items())}
+
+
+def time_table(call_us: dict[str, dict[str, float]], cpu_us: dict[str, float]) -> list[str]:
+    """Each call's time per event, beside the shape's whole Redis CPU: the rest reads requests and
+    writes replies."""
+    names = sorted({call for shape in call_us.values() for call in shape})
+    lines = [
+        "| per event: Redis time running each call, us (SLOWLOG) | " + " | ".join(map(SHORT.get, call_us)) + " |",
+        "|---|" + "---:|" * len(call_us),
+    ]
+    for call in names:
+        cells = [f"{shape[call]:.2f}" if call in shape else "" for shape in call_us.values()]
+        lines.append(f"| `{call}` | " + " | ".join(cells) + " |")
+    ran = [sum(shape.values()) for shape in call_us.values()]
+    lines.append("| **running the calls, in all** | " + " | ".join(f"{t:.1f}" for t in ran) + " |")
+    lines.append("| **Redis CPU (INFO), in all** | " + " | ".join(f"{cpu_us[shape]:.1f}" for shape in call_us) + " |")
+    return lines
+
+
 def tag_of(key: str) -> str | None:
     """The hash tag of one of the service's keys, its numbers as ``N`` (``{ls:3}`` is ``{ls:N}``)."""
     from activity.store import keys
@@ -192,6 +233,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
     cpu_us: dict[str, float] = {}
     command_us: dict[str, dict[str, float]] = {}
     calls: dict[str, dict[str, dict[str, float]]] = {}
+    call_us: dict[str, dict[str, float]] = {}
     sample = min(users, 50_000)
     for name, (send, forget) in shapes.items():
         samples = []
@@ -212,6 +254,8 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         }
         moment[0] += FORGET if forget else 1
         calls[name] = commands_per_event(client, partial(send, 0), BATCH)
+        moment[0] += FORGET if forget else 1
+        call_us[name] = time_per_call(client, send, min(sample, 10 * BATCH))
 
     # 3. The same page-view batches on the standalone server and on the 3-master cluster, interleaved.
     sizes = min(users, 20_000)
@@ -257,6 +301,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         "redis_cpu_us_per_event": cpu_us,
         "command_us_per_event": command_us,
         "calls_per_event": calls,
+        "execution_us_per_event_by_call": call_us,
         "events_per_s_per_shard_core": {name: 1e6 / us for name, us in cpu_us.items()},
         "ingest_events_per_s_client": rates,
         "cluster_over_standalone": rates["cluster"] / rates["standalone"],
@@ -287,7 +332,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         "|---|---:|---:|",
     ]
     notes += [f"| {name} | {us:.1f} | {1e6 / us:,.0f} |" for name, us in cpu_us.items()]
-    notes += ["", *calls_table(calls), ""]
+    notes += ["", *calls_table(calls), "", *time_table(call_us, cpu_us), ""]
     notes += [
         "| page-view batches of 1,000 (one client process) | events/s | ratio |",
         "|---|---:|---:|",

@@ -158,6 +158,13 @@ def keys_of(server: redis.Redis, command: list[bytes]) -> set[str]:
     return {key if isinstance(key, str) else key.decode(errors="replace") for key in found}
 
 
+def primaries(client) -> list[redis.Redis]:
+    """A plain connection to each primary (the one server, on a standalone run), for MONITOR."""
+    if is_cluster(client):
+        return [redis.Redis(host=node.host, port=node.port) for node in client.get_primaries()]
+    return [redis.Redis.from_url(conf.get("REDIS_URL"))]
+
+
 def script_names() -> dict[str, str]:
     """The name of each script of ``lua/`` by the SHA it runs under: a fenced one's is the SHA of
     ``fence.lua`` joined with it (``LuaScript.sha``), the one SHA it is ever called by."""
@@ -281,10 +288,7 @@ def test_every_script_runs_and_touches_only_declared_keys(redis_client, django_c
         recommendations.top_next(day, ["/p0"])
         privacy.erase(ids[2])
 
-    if is_cluster(redis_client):
-        servers = [redis.Redis(host=node.host, port=node.port) for node in redis_client.get_primaries()]
-    else:
-        servers = [redis.Redis.from_url(conf.get("REDIS_URL"))]
+    servers = primaries(redis_client)
     calls = script_calls(servers, work)
     names = script_names()
     assert sorted({names.get(sha, sha) for sha, _, _ in calls}) == SCRIPTS  # each ran, and nothing else

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import random
 import threading
 import time
 from collections import Counter
@@ -24,8 +26,10 @@ from activity.store.sessions import PAGE_COUNTS, SESSION_RECORD, VIEWER_RECORD, 
 from activity.tasks import record_events as record_events_task
 from activity.web import middleware
 from tests.clients import Client
+from tests.conftest import delete_own_keys
 from tests.redis_counts import CommandDelta
 from tests.redis_probe import probe
+from tests.test_scripts import primaries, script_calls
 
 
 def html_page(request):
@@ -332,6 +336,50 @@ def test_a_batch_across_midnight_records_each_view_on_its_own_day_in_one_round_t
     assert pending(redis_client, "day", WEDNESDAY) == {"u1\x00u1", "u2\x00u2", ""}
     assert pending(redis_client, "week", WEDNESDAY) == {"warm\x00warm", "u1\x00u1", "u2\x00u2", ""}
     assert_every_key_has_a_ttl(redis_client)
+
+
+def pv_state(redis_client) -> dict[str, object]:
+    """What each page-view key holds (not its TTL)."""
+    read = {
+        "list": lambda key: redis_client.lrange(key, 0, -1),
+        "zset": lambda key: redis_client.zrange(key, 0, -1, withscores=True),
+        "hash": redis_client.hgetall,
+        "set": redis_client.smembers,
+        "string": redis_client.get,
+    }
+    found = redis_client.scan_iter(match=f"{conf.settings.KEY_PREFIX}{keys.PV_TAG}*", count=1000)
+    return {key: read[redis_client.type(key)](key) for key in set(found)}
+
+
+def test_a_batch_goes_in_calls_of_bounded_keys_and_writes_what_one_call_would(redis_client, monkeypatch):
+    """A session call takes at most PER_CALL views and a viewers call PER_CALL users, so their keys
+    stay bounded; split so, a batch writes exactly what one call per script would."""
+    now = calendar.midnight(calendar.day_of(clock.now())).timestamp() + 12 * 3600
+    monkeypatch.setattr(clock, "now", lambda: now)
+    rng = random.Random(7)
+    batch = [view(f"u{rng.randrange(40)}", f"/p/{rng.randrange(6)}", now - rng.uniform(0, 50)) for _ in range(90)]
+    batch += [view(f"u{n}", "/old", now - 7200) for n in range(10)]  # past the window: statistics only
+    names = {f"u{n}": f"name-{n}" for n in range(0, 40, 3)}
+    monkeypatch.setattr(sessions_store, "PER_CALL", 1000)
+    ingest.record_events(batch, names=names)
+    whole = pv_state(redis_client)
+    delete_own_keys(redis_client)
+    ingest.forget()
+
+    monkeypatch.setattr(sessions_store, "PER_CALL", 8)
+    servers = primaries(redis_client)
+    calls = script_calls(servers, lambda: ingest.record_events(batch, names=names))
+    for server in servers:
+        server.close()
+    sizes = {
+        script: [len(declared) for sha, declared, _ in calls if sha == script.sha]
+        for script in (SESSION_RECORD, VIEWER_RECORD)
+    }
+    # Past the fence's record and the tombstones: 3 keys per declared day, or the 6 period keys.
+    assert len(sizes[SESSION_RECORD]) == math.ceil(90 / 8) and max(sizes[SESSION_RECORD]) <= 2 + 3 * 2 + 8
+    assert len(sizes[VIEWER_RECORD]) == math.ceil(len({event.user for event in batch}) / 8)
+    assert max(sizes[VIEWER_RECORD]) == 2 + 6 + 2 * 8
+    assert pv_state(redis_client) == whole
 
 
 def test_several_first_views_of_a_user_in_one_batch_pend_one_entry_and_later_views_none(redis_client):

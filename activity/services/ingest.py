@@ -89,13 +89,13 @@ def record_events(
         audience_store.queue_actives(pipe, actives, now)
     if kind != traffic.PERSON:
         audience_store.queue_traffic(pipe, kind, day_of(now), now, requests)
-    groups_of = group_store.queue_groups_of(pipe, latest)
+    groups_of = group_store.GroupIndexes(pipe, latest)
     pipe.execute()
 
     for pair in (*actives, *anonymous):
         _days_written.put(pair, True, now + DAY_WRITES_CACHE)
-    if moved.value and groups_of is not None:
-        groups.propagate(latest, group_store.grouped(latest, groups_of))
+    if moved.value:
+        groups.propagate(latest, groups_of.grouped())
     accepted = len(events) + len(visitors)
     metrics.EVENTS_ACCEPTED.inc(accepted)
     return RecordResult(

@@ -56,10 +56,10 @@ def seed(latest: Mapping[str, float]) -> int:
         return 0
     pipe = get_client().pipeline(transaction=False)
     moved = store.queue_update(pipe, latest, clock.now())
-    groups_of = group_store.queue_groups_of(pipe, latest)
+    groups_of = group_store.GroupIndexes(pipe, latest)
     pipe.execute()
-    if moved.value and groups_of is not None:
-        groups.propagate(latest, group_store.grouped(latest, groups_of))
+    if moved.value:
+        groups.propagate(latest, groups_of.grouped())
     return moved.value
 
 

@@ -18,7 +18,7 @@ from datetime import date
 from activity.calendar import PERIODS, day_name, day_number, day_of, last_day, name_of
 from activity.store import cohorts, keys, lifetimes, people
 from activity.store import last_seen as last_seen_store
-from activity.store.client import Client, Reply, Sum
+from activity.store.client import PER_CALL, Client, Reply, Sum, chunks
 from activity.store.lifetimes import day_ttl
 from activity.store.scripts import LuaScript, Pipeline
 
@@ -83,7 +83,7 @@ def visitor_home(visitor: bytes, day: date) -> tuple[list[str], str]:
 
 
 def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: float) -> None:
-    """Queue, per day of the batch, EVALSHAs (``people.IDS_PER_CALL`` users each) setting each user's
+    """Queue, per day of the batch, EVALSHAs (``PER_CALL`` users each) setting each user's
     bit (at their dense id, assigned in the same call for a new person) in the active-user bitmaps of
     the day, its week and its month, and then the ``first_active`` calls recording the day as the
     first of those seen for the first time."""
@@ -94,8 +94,8 @@ def queue_actives(pipe: Pipeline, actives: Collection[tuple[str, date]], now: fl
             by_day[day].add(people.digest(user))
     for day, found in by_day.items():
         digests, bitmaps = sorted(found), _dated_keys(BITS, day, now)
-        for i in range(0, len(digests), people.IDS_PER_CALL):
-            people.queue_assign(pipe, digests[i : i + people.IDS_PER_CALL], now, bitmaps)
+        for share in chunks(digests, PER_CALL):
+            people.queue_assign(pipe, share, now, bitmaps)
         cohorts.queue_first_active(pipe, day, digests, now)
 
 

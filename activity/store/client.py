@@ -10,6 +10,7 @@ from ``Sentinel.master_for``; and the boundary between redis-py's errors and the
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -102,6 +103,19 @@ def translate(error: BaseException) -> BaseException:
 
 
 Command: TypeAlias = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+# Items (views, users, people, group views) per script call: a batch goes as calls of at most this
+# many, all in its one round trip, so each call's keys and arguments and its time in Redis (a few ms
+# at most) are bounded whatever the batch.
+PER_CALL = 200
+
+
+def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """``items`` in lists of at most ``size`` (``PER_CALL`` for a script call's share of a batch)."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
 
 
 class Reply:

@@ -16,7 +16,7 @@ from typing import Any
 
 from activity.calendar import EPOCH, day_name, day_number, name_of
 from activity.store import families, keys, lifetimes, people
-from activity.store.client import Client, Sum, scan_steps
+from activity.store.client import PER_CALL, Client, Sum, chunks, scan_steps
 from activity.store.scripts import LuaScript, Pipeline
 
 FIRST_ACTIVE = LuaScript("first_active")
@@ -37,8 +37,7 @@ def queue_first_active(pipe: Pipeline, day: date, digests: Sequence[bytes], now:
     name = day_name(day)
     script_keys = [keys.dense_ids(), keys.first_day(), keys.first_active(name), keys.first_moved(name)]
     return Sum(
-        pipe.script(FIRST_ACTIVE, script_keys, [day_number(day), ttl, *digests[i : i + people.IDS_PER_CALL]])
-        for i in range(0, len(digests), people.IDS_PER_CALL)
+        pipe.script(FIRST_ACTIVE, script_keys, [day_number(day), ttl, *share]) for share in chunks(digests, PER_CALL)
     )
 
 
@@ -110,10 +109,6 @@ def have_active(client: Client, periods: Sequence[tuple[str, date]]) -> list[boo
     return [bool(found) for found in pipe.execute()] if periods else []
 
 
-def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
-    return (items[i : i + size] for i in range(0, len(items), size))
-
-
 def _write_ids(client: Client, key: str, ids: Iterable[int]) -> None:
     """SETBIT each id into ``key`` (with a scratch TTL), ``SETBITS_PER_TRIP`` per round trip."""
     pipe = client.pipeline(transaction=False)
@@ -148,12 +143,12 @@ def count(client: Client, cohorts: Sequence[Cohort], group: int | None = None) -
             pipe = client.pipeline(transaction=False)
             if spec.ids is None:
                 pipe.delete(cohort)
-                for chunk in _chunks([keys.first_active(day_name(day)) for day in spec.first_days], BITOP_KEYS - 1):
+                for chunk in chunks([keys.first_active(day_name(day)) for day in spec.first_days], BITOP_KEYS - 1):
                     _bitop(pipe, "OR", cohort, cohort, *chunk)
             moved = [keys.first_moved(day_name(day)) for day in spec.moved_days]
             if moved:
                 pipe.delete(mask)
-                for chunk in _chunks(moved, BITOP_KEYS - 1):
+                for chunk in chunks(moved, BITOP_KEYS - 1):
                     _bitop(pipe, "OR", mask, mask, *chunk)
                 # cohort AND NOT mask, as cohort XOR (cohort AND mask): BITOP NOT of a shorter mask
                 # would end where the mask ends, and AND with it would drop the cohort's higher ids.

@@ -11,12 +11,11 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
-from itertools import islice
 
 from activity.calendar import PERIODS, name_of
 from activity.store import keys, people
 from activity.store.audience import BITS
-from activity.store.client import Client, Reply
+from activity.store.client import PER_CALL, Client, Reply, chunks
 from activity.store.scripts import LuaScript, Pipeline
 
 UPSERT = LuaScript("group_view_upsert")
@@ -25,19 +24,12 @@ GROUPS_OF = LuaScript("groups_of")
 GROUP_ACTIVE = LuaScript("group_active")
 
 NEVER = -1.0  # score of a member never seen: below every real epoch time
-KEYS_PER_ROUND = 250  # views per script call
 BUILD_TTL_MS = 30_000  # a builder that dies leaves its temporary key for at most this long
 INDEX_SLACK = 60  # seconds the user -> groups index outlives the views it points to
 ZADD_CHUNK = 1000
 
 # group id -> {user id: last seen}
 Updates = Mapping[int, Mapping[str, float]]
-
-
-def _chunks(items: Iterable, size: int) -> Iterable[list]:
-    it = iter(items)
-    while batch := list(islice(it, size)):
-        yield batch
 
 
 def read_page(client: Client, group_id: int, start: int, stop: int) -> tuple[int, list[tuple[str, float]], str]:
@@ -63,7 +55,7 @@ def build(client: Client, group_id: int, scores: Mapping[str, float | None], see
     temp = keys.group_view_build(group_id, secrets.token_hex(8))
     view_ttl_ms = int(ttl * 1000)
     pipe = client.pipeline(transaction=True)
-    for batch in _chunks(scores.items(), ZADD_CHUNK):
+    for batch in chunks(scores.items(), ZADD_CHUNK):
         pipe.zadd(temp, {member: NEVER if score is None else score for member, score in batch})
         pipe.pexpire(temp, BUILD_TTL_MS)
     for member in scores:
@@ -80,27 +72,31 @@ def build(client: Client, group_id: int, scores: Mapping[str, float | None], see
     return published_at.value == 1
 
 
-def queue_groups_of(pipe: Pipeline, users: Iterable[str]) -> Reply | None:
-    """Queue the read of the users' group indexes (one EVALSHA, which reads none while no view is
-    built); ``grouped`` decodes its reply once the pipeline has run. None when there are no users."""
-    index_keys = [keys.user_groups(user) for user in users]
-    return pipe.script(GROUPS_OF, [keys.groups_indexed(), *index_keys], []) if index_keys else None
+class GroupIndexes:
+    """The group indexes of a batch's users, queued as calls of at most ``PER_CALL`` users (each
+    reads none while no view is built); ``grouped`` reads them once the pipeline has run."""
 
+    def __init__(self, pipe: Pipeline, users: Iterable[str]) -> None:
+        self.calls: list[tuple[list[str], Reply]] = [
+            (chunk, pipe.script(GROUPS_OF, [keys.groups_indexed(), *map(keys.user_groups, chunk)], []))
+            for chunk in chunks(users, PER_CALL)
+        ]
 
-def grouped(users: Iterable[str], reply: Reply) -> dict[str, list[str]]:
-    """Each of ``users`` (in the order queued) in some built group view -> its group ids, from the executed
-    reply of ``queue_groups_of``: empty when no view was built, else one list per user."""
-    if not reply.value:
-        return {}
-    return {user: ids for user, ids in zip(users, reply.value, strict=True) if ids}
+    def grouped(self) -> dict[str, list[str]]:
+        """Each user in some built group view -> its group ids."""
+        found: dict[str, list[str]] = {}
+        for users, reply in self.calls:
+            if reply.value:  # empty while no view is built, else one list per user
+                found.update((user, ids) for user, ids in zip(users, reply.value, strict=True) if ids)
+        return found
 
 
 def upsert(client: Client, updates: Updates) -> int:
     """Apply last-seen updates to the views that exist; returns how many (view, member) moved. One
-    round trip, an EVALSHA per ``KEYS_PER_ROUND`` views."""
+    round trip, an EVALSHA per ``PER_CALL`` views."""
     pipe = client.pipeline(transaction=False)
     calls = []
-    for batch in _chunks(updates.items(), KEYS_PER_ROUND):
+    for batch in chunks(updates.items(), PER_CALL):
         args: list[str | int] = []
         for position, (_, scores) in enumerate(batch, start=1):
             for member, score in scores.items():

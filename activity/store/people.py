@@ -13,12 +13,11 @@ import hashlib
 from collections.abc import Sequence
 
 from activity.store import keys
-from activity.store.client import Client, Reply
+from activity.store.client import PER_CALL, Client, Reply, chunks
 from activity.store.scripts import LuaScript, Pipeline
 
 ASSIGN = LuaScript("actives_record")
 DIGEST_BYTES = 12  # 96 bits: odds of any collision among a billion people about 1 in 10^11
-IDS_PER_CALL = 200  # people per script call: a bounded script (a few ms when every one is new)
 
 
 def digest(user: str) -> bytes:
@@ -38,12 +37,12 @@ def queue_assign(
 
 def assign(client: Client, users: Sequence[str], now: float) -> dict[str, int]:
     """Each user's dense id, assigned where they have none (users of the site's database: a bounded
-    set), ``IDS_PER_CALL`` per script call, one round trip. Tombstoned users are left out."""
+    set), ``PER_CALL`` per script call, one round trip. Tombstoned users are left out."""
     pipe = client.pipeline(transaction=False)
-    chunks = [users[i : i + IDS_PER_CALL] for i in range(0, len(users), IDS_PER_CALL)]
-    calls = [queue_assign(pipe, [digest(user) for user in chunk], now) for chunk in chunks]
+    shares = list(chunks(users, PER_CALL))
+    calls = [queue_assign(pipe, [digest(user) for user in share], now) for share in shares]
     pipe.execute()
     found: dict[str, int] = {}
-    for chunk, call in zip(chunks, calls, strict=True):
-        found.update((user, int(dense)) for user, dense in zip(chunk, call.value, strict=True) if int(dense))
+    for share, call in zip(shares, calls, strict=True):
+        found.update((user, int(dense)) for user, dense in zip(share, call.value, strict=True) if int(dense))
     return found

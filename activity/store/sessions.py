@@ -1,6 +1,7 @@
-"""Navigation sessions and page-view statistics: one session script per batch and two scripts per
-day of it, queued in the batch's one round trip; a session page read by one script (its count, TTL
-and rows at one moment)."""
+"""Navigation sessions and page-view statistics: per batch, the session script and per day of it the
+counts' and the viewers' scripts, the first and the last in calls of at most ``PER_CALL`` views or
+users (the counts' takes no key per view), all queued in the batch's one round trip; a session page
+read by one script (its count, TTL and rows at one moment)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from datetime import date, timedelta
 from activity import conf
 from activity.calendar import day_name, day_of, midnight, period_name
 from activity.store import keys, lifetimes
-from activity.store.client import Client, Reply, Sum, scan_steps
+from activity.store.client import PER_CALL, Client, Reply, Sum, chunks, scan_steps
 from activity.store.idempotency import Fence, fence_part
 from activity.store.scripts import LuaScript, Pipeline
 
@@ -66,10 +67,10 @@ def queue_record(
     now: float,
     fence: Fence | None = None,
 ) -> Sum:
-    """Queue the scripts recording the batch's views on ``pipe``: the sessions' one for the batch,
-    then two per day the views fall on, each day's views in batch order; tombstoned users are
-    skipped. Returns the sessions started, once the pipeline has run. With ``fence``, every script
-    writes only if this attempt is the batch's writer (``store.idempotency``).
+    """Queue the scripts recording the batch's views on ``pipe``: the sessions' for the batch, then
+    two per day the views fall on, each day's views in batch order; tombstoned users are skipped.
+    Returns the sessions started, once the pipeline has run. With ``fence``, every script writes
+    only if this attempt is the batch's writer (``store.idempotency``).
 
     Only views within the session window (``ts`` at or after ``now - window_s``) join sessions; older
     ones count in their day's statistics alone. Per day: counts per day and path, then per user (one
@@ -85,7 +86,9 @@ def queue_record(
     # sessions and transitions it leaves do not depend on the order (tests/test_session_order.py).
     live = sorted((view for view in views if view.ts >= now - window_s), key=lambda view: view.ts)
     fenced = fence_part(fence)
-    started = Sum([_queue_sessions(pipe, fenced, live, window_s, max_pages, day_ttl, now)] if live else [])
+    started = Sum(
+        _queue_sessions(pipe, fenced, chunk, window_s, max_pages, day_ttl, now) for chunk in chunks(live, PER_CALL)
+    )
     for when in sorted(by_day):
         day_views = by_day[when]
         _queue_page_counts(pipe, fenced, when, day_views, day_ttl, now)
@@ -143,22 +146,24 @@ def _queue_viewers(
     ttls: tuple[int, int],
     stats_days: int,
     now: float,
-) -> Reply:
-    """One call per day: each user's views of the batch counted once (a user's last known username
-    of the batch names them), in the day and its week."""
+) -> None:
+    """One day's views, a call per ``PER_CALL`` users: each user's views of the batch counted once (a
+    user's last known username of the batch names them), in the day and its week."""
     day, week = period_name("day", when), period_name("week", when)
-    script_keys = [*fenced[0], keys.tombstones("pv"), keys.top_viewers(day), keys.top_viewers(week)]
-    script_keys += [keys.viewers_by_name(day), keys.viewers_by_name(week)]
-    script_keys += [keys.viewers_by_name_pending(day), keys.viewers_by_name_pending(week)]
+    day_keys = [*fenced[0], keys.tombstones("pv"), keys.top_viewers(day), keys.top_viewers(week)]
+    day_keys += [keys.viewers_by_name(day), keys.viewers_by_name(week)]
+    day_keys += [keys.viewers_by_name_pending(day), keys.viewers_by_name_pending(week)]
     oldest_day = period_name("day", when - timedelta(days=stats_days))
     oldest_week = period_name("week", when - timedelta(days=stats_days + 7))
-    args: list[str | int] = [*fenced[1], day, week, oldest_day, oldest_week, *ttls, CANDIDATES, repr(now)]
+    day_args: list[str | int] = [*fenced[1], day, week, oldest_day, oldest_week, *ttls, CANDIDATES, repr(now)]
     counts = Counter(view.user for view in views)
     names = {view.user: view.name for view in views if view.name}
-    for user, count in counts.items():
-        script_keys += [keys.viewer(user), keys.display_aliases(user)]
-        args += [user, count, names.get(user, "")]
-    return pipe.script(VIEWER_RECORD, script_keys, args)
+    for users in chunks(counts, PER_CALL):
+        script_keys, args = list(day_keys), list(day_args)
+        for user in users:
+            script_keys += [keys.viewer(user), keys.display_aliases(user)]
+            args += [user, counts[user], names.get(user, "")]
+        pipe.script(VIEWER_RECORD, script_keys, args)
 
 
 def page(client: Client, user: str, number: int, size: int) -> SessionPage | None:

@@ -26,7 +26,10 @@ part of a request a ratio is made of. It writes ``bench/results/http.json`` and 
 (``bench.http_report`` reads the runs and writes them).
 ``--with-gunicorn`` also runs every case against gunicorn (gthread, the same workers, one thread each:
 the server ``make run`` used before granian, which needs a buffering proxy in front), interleaved with
-granian's (docs/serving.md). wrk is Debian's ``wrk`` package (``apt-get install
+granian's (docs/serving.md). ``--against DIR`` also runs every case, interleaved the same way, against
+the service of another checkout (a git worktree of an earlier commit, run with this checkout's
+bench files and virtualenv) with its own redis-server, each server seeding its online users through
+its own API: a before-and-after of the code, side by side in one run. wrk is Debian's ``wrk`` package (``apt-get install
 wrk``); its script is ``bench/http_wrk.lua``.
 """
 
@@ -36,12 +39,16 @@ import argparse
 import importlib.util
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
+
+import redis
 
 from bench.http_report import (
     READS,
@@ -58,6 +65,7 @@ from bench.web import (
     BROWSER,
     DRF_PATH,
     FLOOR_PATH,
+    ONLINE_USERS,
     PAGE_PATH,
     READ_USER,
     Case,
@@ -69,7 +77,6 @@ from bench.web import (
     page_view_batch,
     prepare_database,
     run_wrk,
-    seed_online,
     visitor_cookie,
 )
 from project.redis_server import PrivateRedis
@@ -110,6 +117,17 @@ def cases(base: str, tmp: Path, credentials: dict[str, str], visitor: str) -> li
         Case("last_seen", "GET /api/v1/users/<u>/last-seen/", base + f"/api/v1/users/{READ_USER}/last-seen/", token),
         Case("online", "GET /api/v1/online/ (one page)", base + "/api/v1/online/", token),
     ]
+
+
+def seed_online(base: str, token: str) -> None:
+    """ONLINE_USERS users seen now, through the server's ingest API, so the online page and last seen
+    read real data in the layout of the code it runs."""
+    for start in range(0, ONLINE_USERS, 1000):
+        body = json.dumps({"events": [{"user": f"s{n}"} for n in range(start, start + 1000)]}).encode()
+        headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+        request = urllib.request.Request(base + "/api/v1/events/", data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=60):
+            pass  # a status other than 2xx raises
 
 
 def redis_commands_per_request(case: Case, count: int = 20) -> float:
@@ -204,6 +222,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=default_workers(), help="make run's default: one per CPU")
     parser.add_argument("--with-gunicorn", action="store_true", help="also run each case against gunicorn")
+    parser.add_argument("--against", type=Path, help="also run each case against the service of this checkout")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is missing: apt-get install wrk")
@@ -212,20 +231,28 @@ def main() -> None:
     under_test = [granian_server("granian", args.workers)] + (
         [gunicorn_server(args.workers)] if args.with_gunicorn else []
     )
-    with tempfile.TemporaryDirectory(prefix="activity-http-bench-") as name, PrivateRedis() as redis_server:
+    with tempfile.TemporaryDirectory(prefix="activity-http-bench-") as name, ExitStack() as stack:
+        stores = {"granian": stack.enter_context(PrivateRedis())}
         tmp = Path(name)
-        configure(tmp, redis_server.url)
+        configure(tmp, stores["granian"].url)
+        if args.against:
+            stores["against"] = stack.enter_context(PrivateRedis())
+            env = {"REDIS_URL": stores["against"].url}
+            under_test.append(granian_server("against", args.workers, cwd=args.against.resolve(), env=env))
         credentials = prepare_database()
-        seed_online()
         try:
             for server in under_test:
                 server.start(tmp / f"{server.name}.log")
-            visitor = visitor_cookie(under_test[0].base)
-            plan = {server.name: cases(server.base, tmp, credentials, visitor) for server in under_test}
+                seed_online(server.base, credentials["token"])
+            plan = {
+                server.name: cases(server.base, tmp, credentials, visitor_cookie(server.base)) for server in under_test
+            }
             per_request = check_tracking(plan["granian"])
-            from activity.store.client import get_client
-
-            meters = {server.name: CpuMeter(server.process.pid, get_client()) for server in under_test}
+            clients = {name: stack.enter_context(redis.Redis.from_url(store.url)) for name, store in stores.items()}
+            meters = {
+                server.name: CpuMeter(server.process.pid, clients.get(server.name, clients["granian"]))
+                for server in under_test
+            }
             samples, ratios = measure(plan, args.rounds, args.seconds, args.connections, meters)
         finally:
             for server in under_test:
@@ -237,7 +264,8 @@ def main() -> None:
         "connections": args.connections,
         "seconds": args.seconds,
         "rounds": args.rounds,
-        "flags": " --with-gunicorn" if args.with_gunicorn else "",
+        "flags": (" --with-gunicorn" if args.with_gunicorn else "")
+        + (f" --against {args.against}" if args.against else ""),
         "redis_commands_per_request": per_request,
         "cases": rows,
         "targets": targets(rows),
@@ -248,6 +276,10 @@ def main() -> None:
 
         results["gunicorn_version"] = version("gunicorn")
         results["gunicorn"] = compare(samples["granian"], samples["gunicorn"], rows)
+    if args.against:
+        revision = ["git", "-C", str(args.against), "rev-parse", "--short", "HEAD"]
+        results["against_commit"] = subprocess.run(revision, capture_output=True, text=True, check=True).stdout.strip()
+        results["against"] = compare(samples["granian"], samples["against"], rows)
     report(rows, results)
 
 

@@ -152,6 +152,24 @@ def compare(
     return found
 
 
+def versus(
+    rows: dict[str, dict[str, Any]], compared: dict[str, dict[str, Any]], ours: str, theirs: str
+) -> list[list[str]]:
+    """The table of ``compare``'s figures: each case's rate here and there, and ours over theirs."""
+    table = [["case", f"{ours} req/s", f"{theirs} req/s", f"{ours} / {theirs} (90% interval)", f"{theirs} p99 ms"]]
+    for key, row in compared.items():
+        table.append(
+            [
+                rows[key]["case"],
+                fmt(row["reference_requests_per_s"]),
+                fmt(row["requests_per_s"]),
+                "{:.2f}x ({:.2f}x-{:.2f}x)".format(row["reference_over_this"], *row["interval_90"]),
+                fmt(row["p99_ms"], 1),
+            ]
+        )
+    return table
+
+
 def fmt(value: float | None, digits: int = 0) -> str:
     return "" if value is None else f"{value:,.{digits}f}"
 
@@ -245,20 +263,16 @@ def report(rows: dict[str, dict[str, Any]], results: dict[str, Any]) -> None:
             "machine's cores are saturated, a case's rate follows its CPU per request.\n\n" + markdown(cpu)
         )
     if "gunicorn" in results:
-        versus = [["case", "granian req/s", "gunicorn req/s", "granian / gunicorn (90% interval)", "gunicorn p99 ms"]]
-        for key, row in results["gunicorn"].items():
-            versus.append(
-                [
-                    rows[key]["case"],
-                    fmt(row["reference_requests_per_s"]),
-                    fmt(row["requests_per_s"]),
-                    "{:.2f}x ({:.2f}x-{:.2f}x)".format(row["reference_over_this"], *row["interval_90"]),
-                    fmt(row["p99_ms"], 1),
-                ]
-            )
         notes += (
             f"\n\ngunicorn {results['gunicorn_version']} (gthread, the same workers, 1 thread each: "
             "`make run`'s server before granian), interleaved with the runs above (`--with-gunicorn`). "
-            "A ratio over 1 is granian faster:\n\n" + markdown(versus)
+            "A ratio over 1 is granian faster:\n\n" + markdown(versus(rows, results["gunicorn"], "granian", "gunicorn"))
+        )
+    if "against" in results:
+        commit = results["against_commit"]
+        notes += (
+            f"\n\nThe same cases against the service at `{commit}` (another checkout, its own redis-server, "
+            "this checkout's bench), interleaved with the runs above (`--against`). A ratio over 1 is this "
+            "checkout faster:\n\n" + markdown(versus(rows, results["against"], "this checkout", commit))
         )
     harness.write("http", results, table, notes)

@@ -103,16 +103,18 @@ class Server:
     command: list[str]
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    cwd: Path = ROOT  # the checkout it serves
+    env: dict[str, str] = field(default_factory=dict)  # over this process's environment
 
     @property
     def base(self) -> str:
         return f"http://{HOST}:{self.port}"
 
     def start(self, log: Path) -> None:
-        env = {**os.environ, "HOST": HOST, "PORT": str(self.port)}
+        env = {**os.environ, **self.env, "HOST": HOST, "PORT": str(self.port)}
         with log.open("wb") as out:
             self.process = subprocess.Popen(
-                self.command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                self.command, cwd=self.cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
         deadline = time.monotonic() + 60
         while not answers(self.base + FLOOR_PATH):
@@ -148,9 +150,11 @@ def answers(url: str) -> bool:
         return False
 
 
-def granian_server(name: str, workers: int, application: str = APPLICATION) -> Server:
-    """granian as ``make run`` starts it, serving ``application``."""
-    server = Server(name, [])
+def granian_server(
+    name: str, workers: int, application: str = APPLICATION, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> Server:
+    """granian as ``make run`` starts it, serving ``application`` of the checkout ``cwd``."""
+    server = Server(name, [], cwd=cwd, env=env or {})
     env = {"HOST": HOST, "PORT": str(server.port), "WEB_CONCURRENCY": str(workers)}
     server.command = granian_command(sys.executable, env, application)
     return server
@@ -202,7 +206,8 @@ def prepare_database() -> dict[str, str]:
 
 
 def seed_online() -> None:
-    """10,000 users seen now, so the online page and last seen read real data."""
+    """10,000 users seen now, so the online page and last seen read real data (this process's store;
+    ``bench.http`` seeds each server through its API)."""
     from activity import clock
     from activity.events import Event
     from activity.services import ingest

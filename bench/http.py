@@ -119,7 +119,7 @@ def cases(base: str, tmp: Path, credentials: dict[str, str], visitor: str) -> li
     ]
 
 
-def seed_online(base: str, token: str) -> None:
+def seed_online_through_api(base: str, token: str) -> None:
     """ONLINE_USERS users seen now, through the server's ingest API, so the online page and last seen
     read real data in the layout of the code it runs."""
     for start in range(0, ONLINE_USERS, 1000):
@@ -243,7 +243,7 @@ def main() -> None:
         try:
             for server in under_test:
                 server.start(tmp / f"{server.name}.log")
-                seed_online(server.base, credentials["token"])
+                seed_online_through_api(server.base, credentials["token"])
             plan = {
                 server.name: cases(server.base, tmp, credentials, visitor_cookie(server.base)) for server in under_test
             }

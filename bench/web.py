@@ -207,7 +207,7 @@ def prepare_database() -> dict[str, str]:
 
 def seed_online() -> None:
     """10,000 users seen now, so the online page and last seen read real data (this process's store;
-    ``bench.http`` seeds each server through its API)."""
+    ``bench.http`` seeds each server through its API: ``seed_online_through_api``)."""
     from activity import clock
     from activity.events import Event
     from activity.services import ingest

@@ -1,6 +1,7 @@
--- Read many users' group indexes in one call (the request pipeline asks for every user of a batch;
--- one script instead of one SMEMBERS per user keeps that a single command). A build sets KEYS[1]
--- with the indexes and for at least as long: while it is absent no index exists, and none is read.
+-- Read many users' group indexes in one call (the request pipeline asks for every user of a batch,
+-- store.client.PER_CALL users a call, so a batch is a few commands, not a SMEMBERS per user). A
+-- build sets KEYS[1] with the indexes and for at least as long: while it is absent no index exists,
+-- and none is read.
 --
 -- KEYS[1]     present while a user's group index may exist
 -- KEYS[2..]   the users' group index sets (all under the {grp} hash tag)

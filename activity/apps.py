@@ -11,12 +11,16 @@ class ActivityConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth import get_user_model
-        from django.db.models.signals import post_delete
+        from django.db.models.signals import post_delete, post_save
 
         from activity import checks, conf
-        from activity.services import groups, privacy, traffic
+        from activity.models import Funnel
+        from activity.services import funnels, groups, privacy, traffic
 
         groups.connect_signals()
+        # A process that changed the funnels counts by the new ones at once; others within REFRESH_S.
+        for signal in (post_save, post_delete):
+            signal.connect(funnels.forget, sender=Funnel, dispatch_uid=f"activity.funnels.forget.{signal is post_save}")
         checks.register()
         # A deleted user is erased everywhere once the deletion commits.
         post_delete.connect(

@@ -1,8 +1,12 @@
-"""What reaches the database: one activity row per user, written in bulk by the flush job."""
+"""What reaches the database: one activity row per user, written in bulk by the flush job; the daily
+rollup's figures; the funnels staff define and their finished counts."""
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from activity import clock
+from activity.funnel_rules import MAX_STEPS, MAX_WINDOW, MIN_STEPS, MIN_WINDOW, validate_steps
 from activity.managers import UserActivityManager
 from activity.permissions import DECLARED
 
@@ -109,3 +113,56 @@ class RetentionCell(models.Model):
 
     def __str__(self) -> str:
         return f"{self.by} {self.period} {self.cohort.isoformat()} +{self.offset}"
+
+
+FUNNEL_MODES = [
+    ("sequential", "sequential: other pages may come between steps"),
+    ("strict", "strict: each step is the very next page view"),
+]
+FUNNEL_PERIODS = [("day", "day"), ("week", "week"), ("month", "month")]
+
+
+class Funnel(models.Model):
+    """A funnel staff defined (docs/funnels.md): counted live in Redis from its creation on, its
+    finished periods kept in ``FunnelCount`` rows by the daily rollup. Its steps, window and mode
+    never change once created: the counts would mix two definitions."""
+
+    name = models.CharField(max_length=100)
+    steps = models.JSONField(
+        validators=[validate_steps],
+        help_text=f"{MIN_STEPS}-{MAX_STEPS} paths, in order; a path ending in * matches every path it begins.",
+    )
+    window = models.PositiveIntegerField(
+        validators=[MinValueValidator(MIN_WINDOW), MaxValueValidator(MAX_WINDOW)],
+        help_text=f"Seconds from entering (step 1) within which each later step counts ({MIN_WINDOW}-{MAX_WINDOW}).",
+    )
+    mode = models.CharField(max_length=10, choices=FUNNEL_MODES, default="sequential")
+    created = models.DateTimeField(default=clock.now_datetime, editable=False)
+
+    class Meta:
+        ordering = ["id"]
+        default_permissions = ()  # the app's own: view_activity to read, define_funnels to change
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class FunnelCount(models.Model):
+    """People counted at one step of a funnel in one finished period, written by the daily rollup
+    once the period's last entries could no longer move on (its end plus the window)."""
+
+    funnel = models.ForeignKey(Funnel, on_delete=models.CASCADE, related_name="counts")
+    period = models.CharField(max_length=8, choices=FUNNEL_PERIODS)
+    start = models.DateField(help_text="The period's first day (a Monday for weeks, the 1st for months).")
+    step = models.PositiveSmallIntegerField()
+    people = models.PositiveIntegerField(default=0)
+    time_zone = models.CharField(max_length=64, help_text="The zone whose local midnights cut the period.")
+
+    class Meta:
+        ordering = ["funnel", "period", "-start", "step"]
+        constraints = [
+            models.UniqueConstraint(fields=["funnel", "period", "start", "step"], name="activity_funnel_count_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.funnel_id} {self.period} {self.start.isoformat()} step {self.step}"

@@ -10,6 +10,7 @@ EXPORT_ACTIVITY = "activity.export_activity"
 ERASE_ACTIVITY = "activity.erase_activity"
 INGEST_EVENTS = "activity.ingest_events"
 RUN_JOBS = "activity.run_jobs"
+DEFINE_FUNNELS = "activity.define_funnels"
 
 # (codename, name), as ``UserActivity.Meta.permissions`` declares them.
 DECLARED = [
@@ -18,4 +19,5 @@ DECLARED = [
     ("erase_activity", "Can erase any user's activity everywhere"),
     ("ingest_events", "Can send activity events to the ingest API"),
     ("run_jobs", "Can queue activity jobs (flush, report rebuild) from the dashboard"),
+    ("define_funnels", "Can define and delete funnels"),
 ]

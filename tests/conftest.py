@@ -20,7 +20,7 @@ from django.test import override_settings
 
 from activity import clock, conf, permissions
 from activity.errors import StoreUnavailable
-from activity.services import ingest, rate_limits, tracking
+from activity.services import funnels, ingest, rate_limits, tracking
 from activity.services.tracking import fail_open
 from activity.store.client import get_client
 from activity.web.api.authentication import tokens
@@ -46,6 +46,7 @@ def redis_client():
 def _forget_process_state() -> None:
     fail_open.reset()
     ingest.forget()
+    funnels.forget()
     rate_limits.forget()
     tokens.clear()
 
@@ -115,7 +116,9 @@ def _tracked_request_by_request(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def _clean_state(redis_client):
+def _clean_state(request, monkeypatch, redis_client):
+    if not {"db", "transactional_db"} & set(request.fixturenames) and not request.node.get_closest_marker("django_db"):
+        monkeypatch.setattr(funnels, "read_definitions", list)  # no database, so no funnel defined
     _forget_process_state()
     yield
     _forget_process_state()
@@ -164,12 +167,13 @@ APP_PERMISSIONS = (
     permissions.ERASE_ACTIVITY,
     permissions.INGEST_EVENTS,
     permissions.RUN_JOBS,
+    permissions.DEFINE_FUNNELS,
 )
 
 
 def with_permissions(user, *names: str):
     """``user`` granted the app's permissions ``names`` (dotted, as ``activity.permissions`` names
-    them; all five when none are given), read afresh so no permission cache hides them."""
+    them; all of them when none are given), read afresh so no permission cache hides them."""
     codenames = [name.split(".", 1)[1] for name in names or APP_PERMISSIONS]
     user.user_permissions.add(*Permission.objects.filter(content_type__app_label="activity", codename__in=codenames))
     return type(user).objects.get(pk=user.pk)
@@ -177,7 +181,7 @@ def with_permissions(user, *names: str):
 
 @pytest.fixture
 def staff(db):
-    """A staff user granted the app's five permissions (``is_staff`` alone grants none)."""
+    """A staff user granted every permission of the app (``is_staff`` alone grants none)."""
     return with_permissions(get_user_model().objects.create_user("staff", is_staff=True))
 
 

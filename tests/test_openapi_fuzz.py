@@ -6,11 +6,12 @@ seeded and deterministic, a bounded number of examples per operation. The docume
 the API exactly: no 500, no undocumented status or header, no schema-valid request refused (ST202),
 no schema-violating one accepted.
 
-Generated values pass as generated, but for the three rules JSON Schema cannot state: a ``ts`` no
+Generated values pass as generated, but for the four rules JSON Schema cannot state: a ``ts`` no
 later than now plus the skew (there is no "now" in a schema), retention's weeks stopping at 26
 where days go to 90 (a bound of one parameter set by another), and an ``Idempotency-Key`` that
-came with another body before (state: 422), which is made unique per case. The document states
-all three in words.
+came with another body before (state: 422), which is made unique per case; and at most 32 funnels
+defined at once (state: 400), so the funnels defined are deleted before a definition would pass
+that. The document states all four in words.
 A well-formed cursor, group, page or path that names nothing is answered as the document says:
 a cursor of the documented form is always a position; an unknown group or a page nothing followed
 is a 404, which the check accepts for a well-formed request."""
@@ -31,11 +32,14 @@ from schemathesis.transport.wsgi import WSGI_TRANSPORT
 
 from activity import clock, conf
 from activity.events import MIN_TS
+from activity.funnel_rules import MAX_FUNNELS
+from activity.models import Funnel
 from project.wsgi import application
 from tests.conftest import with_permissions
 
 SCHEMA_URL = "/api/v1/schema/?format=json"
 RETENTION = "/api/v1/retention/"
+FUNNELS = "/api/v1/funnels/"
 SETTINGS = {
     "seed": 14,
     "workers": 1,
@@ -71,13 +75,15 @@ _cases = itertools.count()
 def what_json_schema_cannot_say(context: Any, case: schemathesis.Case) -> schemathesis.Case:
     """Adjust generated values the document allows but the API cannot: timestamps past now + skew
     (or, as ISO strings, before the epoch), a retention table of weeks past 26 cohorts or periods
-    (the document's bound is the days' 90), and a valid ``Idempotency-Key`` that an earlier case
-    may have sent with another body (made unique, still valid)."""
+    (the document's bound is the days' 90), a valid ``Idempotency-Key`` that an earlier case
+    may have sent with another body (made unique, still valid), and a funnel past the 32 defined."""
     if isinstance(case.body, dict) and isinstance(case.body.get("events"), list):
         _within_the_clock(case.body["events"])
     key = (case.headers or {}).get("Idempotency-Key")
     if isinstance(key, str) and IDEMPOTENCY_KEY.fullmatch(key):
         case.headers["Idempotency-Key"] = f"{key[:240]}.{next(_cases):012d}"
+    if case.operation.path == FUNNELS and case.method.upper() == "POST" and Funnel.objects.count() >= MAX_FUNNELS:
+        Funnel.objects.all().delete()
     query = case.query or {}
     if case.operation.path == RETENTION and query.get("period") == "week":
         for name in ("cohorts", "periods"):

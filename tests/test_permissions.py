@@ -27,8 +27,15 @@ from rest_framework.authtoken.models import Token
 
 from activity import calendar, clock, urls
 from activity.events import Event
-from activity.models import DailyRollup, UserActivity
-from activity.permissions import ERASE_ACTIVITY, EXPORT_ACTIVITY, INGEST_EVENTS, RUN_JOBS, VIEW_ACTIVITY
+from activity.models import DailyRollup, Funnel, UserActivity
+from activity.permissions import (
+    DEFINE_FUNNELS,
+    ERASE_ACTIVITY,
+    EXPORT_ACTIVITY,
+    INGEST_EVENTS,
+    RUN_JOBS,
+    VIEW_ACTIVITY,
+)
 from activity.services import flush, ingest
 from activity.web.api import urls as api_urls
 from tests.clients import APIClient, Client
@@ -88,6 +95,13 @@ API: dict[str, Call] = {
     "report": Call("get", {"name": "most-active"}, frozenset({VIEW_ACTIVITY})),
     "group-members": Call("get", {"group_id": "{group}"}, frozenset({VIEW_ACTIVITY})),
     "group-active": Call("get", {"group_id": "{group}"}, frozenset({VIEW_ACTIVITY})),
+    "funnels": Call(
+        "post",
+        needs=frozenset({DEFINE_FUNNELS}),
+        success=201,
+        body={"name": "signup", "steps": ["/a", "/b"], "window": 3600, "mode": "strict"},
+    ),
+    "funnel": Call("get", {"funnel_id": "{funnel}"}, frozenset({VIEW_ACTIVITY})),
     "schema": Call("get"),
     "docs": Call("get"),
     "metrics": Call("get", needs=frozenset({VIEW_ACTIVITY})),
@@ -119,7 +133,7 @@ def _row_pages(model: str, pk: str) -> dict[str, Page]:
     }
 
 
-def admin_pages(rollup: DailyRollup) -> dict[str, Page]:
+def admin_pages(rollup: DailyRollup, funnel: str = "1") -> dict[str, Page]:
     return {
         "activity-dashboard": Page("get", frozenset({VIEW_ACTIVITY})),
         "activity_dashboard_changelist": Page("get", frozenset({VIEW_ACTIVITY})),
@@ -130,6 +144,11 @@ def admin_pages(rollup: DailyRollup) -> dict[str, Page]:
         ),
         **_row_pages("useractivity", TARGET),
         **_row_pages("dailyrollup", str(rollup.pk)),
+        "activity_funnel_changelist": Page("get", frozenset({VIEW_ACTIVITY})),
+        "activity_funnel_change": Page("get", frozenset({VIEW_ACTIVITY}), args=(funnel,)),
+        "activity_funnel_history": Page("get", frozenset({VIEW_ACTIVITY}), args=(funnel,)),
+        "activity_funnel_add": Page("get", frozenset({DEFINE_FUNNELS})),
+        "activity_funnel_delete": Page("get", frozenset({DEFINE_FUNNELS}), args=(funnel,)),
     }
 
 
@@ -166,6 +185,7 @@ def seed(caller: str | None) -> tuple[dict[str, str], DailyRollup]:
     named = {
         "group": str(Group.objects.create(name="matrix").pk),
         "erasable": str(get_user_model().objects.create_user("erasable").pk),
+        "funnel": str(Funnel.objects.create(name="matrix", steps=["/a", "/b"], window=60).pk),
     }
     return named, DailyRollup.objects.create(day=calendar.day_of(now) - timedelta(days=1))
 
@@ -221,7 +241,7 @@ def test_every_route_and_admin_page_needs_its_one_permission(name, db, redis_cli
         if call.own and user is not None:  # one's own data, whatever the permissions
             own = getattr(api, call.method)(reverse(f"activity:{route}", kwargs={"user": str(user.pk)}))
             walked[f"{route} (own)"] = (own.status_code, call.success)
-    for page_name, page in admin_pages(rollup).items():
+    for page_name, page in admin_pages(rollup, named["funnel"]).items():
         answer = getattr(browser, page.method)(reverse(f"admin:{page_name}", args=page.args), page.data)
         walked[f"admin {page_name}"] = (outcome(answer), expected_admin(role, page))
 

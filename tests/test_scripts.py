@@ -16,6 +16,7 @@ from django.contrib.auth.models import Group
 
 from activity import calendar, clock, conf
 from activity.events import Event
+from activity.models import Funnel
 from activity.services import (
     audience,
     flush,
@@ -245,10 +246,12 @@ def test_every_script_runs_and_touches_only_declared_keys(redis_client, django_c
     views with their live update, a batch with anonymous visitors, an idempotent one (the fenced
     page-view scripts and the record's two), group actives, a session page, an online page after a
     cursor, a flush under its lock, a prune, the upgrades, the sweep, a rollup, reports,
-    recommendations and an erase. A MONITOR on every primary of a cluster, so every script is seen."""
+    recommendations, a funnel's progress and an erase. A MONITOR on every primary of a cluster, so
+    every script is seen."""
     users = get_user_model().objects.bulk_create(get_user_model()(username=f"s{n}") for n in range(3))
     ids = [str(user.pk) for user in users]
     group = Group.objects.create(name="scripts")
+    Funnel.objects.create(name="scripts", steps=["/p0", "/p1"], window=60, mode="strict")
     now = clock.now()
     day = calendar.day_of(now)
     # What earlier releases left: the sweep merges a legacy first-visit hash and gives a key without

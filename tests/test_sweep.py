@@ -14,6 +14,7 @@ from django.contrib.auth.models import Group
 
 from activity import calendar, clock
 from activity.events import Event
+from activity.models import Funnel
 from activity.services import (
     audience,
     cohorts,
@@ -86,6 +87,8 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "report_meta": (("most-active:day:20261123",), GONE),
     "reports_read": ((), 600),
     "group_view": ((5,), GONE),
+    "funnel_state": ((3, "u:42"), GONE),
+    "funnel_counts": ((3, "202611"), 43 * DAY - 12 * HOUR),  # as the month's audience keys
     "group_view_build": ((5, "ab12"), GONE),
     "group_epoch": ((5,), GONE),
     "user_groups": (("42",), GONE),
@@ -200,6 +203,7 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
     group = Group.objects.create(name="team")
     with django_capture_on_commit_callbacks(execute=True):
         group.user_set.add(*users)
+    Funnel.objects.create(name="checkout", steps=["/pricing", "/checkout"], window=3600)  # progress, counts
     now = clock.now()
 
     def record(ts: float) -> None:

@@ -12,7 +12,7 @@ from django.utils import timezone
 from activity import calendar, clock, conf
 from activity.errors import DayOutOfRange
 from activity.models import DailyRollup
-from activity.services import cohorts, locks
+from activity.services import cohorts, funnels, locks
 from activity.store import audience as store
 from activity.store import sessions as sessions_store
 from activity.store.client import get_client
@@ -107,7 +107,8 @@ def rollup_day(day: date) -> DailyRollup | None:
     None when another run holds the day's lock. Safe to retry: the row gets the harvest
     accumulators' totals, so a run that dies between the harvest and the write loses nothing, and a
     rerun writes the same or later figures. The retention cells of the day (and of the day about to
-    leave Redis) are written too (``cohorts.keep_cells``)."""
+    leave Redis) are written too (``cohorts.keep_cells``), and the funnels' periods that became final
+    (``funnels.keep_counts``)."""
     now = clock.now()
     _check_rollup_day(day, now)
     with locks.exclusive(f"rollup:{calendar.day_name(day)}", ROLLUP_LOCK_TTL) as acquired:
@@ -135,4 +136,5 @@ def rollup_day(day: date) -> DailyRollup | None:
             update_fields=[*ROLLUP_FIGURES, "time_zone", "updated_at"],
         )
         cohorts.keep_cells(day, now)
+        funnels.keep_counts(now)
         return DailyRollup.objects.get(day=day)

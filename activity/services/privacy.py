@@ -20,7 +20,7 @@ from activity.errors import StoreUnavailable
 from activity.events import iso
 from activity.managers import account_candidates
 from activity.models import UserActivity
-from activity.services import groups, locks, rate_limits, reports
+from activity.services import funnels, groups, locks, rate_limits, reports
 from activity.store import audience as audience_store
 from activity.store import cohorts as cohort_store
 from activity.store import last_seen as last_seen_store
@@ -94,6 +94,7 @@ def _where(user: str, now: float) -> store.Where:
         bitmaps=[bitmap for _, bitmap in day_bitmaps] + sorted(longer) + cohort_store.cohort_bitmaps(cohort_days(now)),
         day_bitmaps=day_bitmaps,
         rate_counters=rate_limits.user_counters(user),
+        person=funnels.user_person(user),
     )
 
 
@@ -166,6 +167,7 @@ def _holds_activity(found: store.Footprint) -> bool:
         or found.active_days
         or found.first_visit_day is not None
         or found.first_active_day is not None
+        or found.funnels["latest_view"] is not None
     )
 
 
@@ -208,6 +210,7 @@ def export(user: str) -> dict[str, Any] | None:
         "active_days": [f"{day[:4]}-{day[4:6]}-{day[6:]}" for day in found.active_days],
         "first_visit": _day(found.first_visit_day),
         "first_active": _day(found.first_active_day),
+        "funnels": found.funnels,
         "erased_until": iso(found.tombstone) if found.tombstone is not None and found.tombstone > now else None,
         "database": None
         if row is None

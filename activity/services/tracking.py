@@ -34,12 +34,14 @@ FAIL_OPEN_BACKOFF = 5  # seconds tracking pauses after Redis failed it
 
 @dataclass(frozen=True, slots=True)
 class Activity:
-    """One tracked request: a signed-in user's event (and username), or an anonymous visit."""
+    """One tracked request: a signed-in user's event (and username), or an anonymous visit (and
+    the page it viewed, if it was a page view: for funnels)."""
 
     kind: str
     event: Event | None = None
     name: str = ""
     visitor: tuple[str, float] | None = None
+    path: str | None = None
 
 
 @dataclass
@@ -48,6 +50,7 @@ class _Kind:
 
     events: list[Event] = field(default_factory=list)
     visitors: list[tuple[str, float]] = field(default_factory=list)
+    visitor_views: list[tuple[str, float, str]] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)
     requests: int = 0
 
@@ -72,8 +75,17 @@ def send(entries: list[Entry]) -> None:
             batch.names[entry.event.user] = entry.name
         if entry.visitor is not None:
             batch.visitors.append(entry.visitor)
+            if entry.path is not None:
+                batch.visitor_views.append((*entry.visitor, entry.path))
     for kind, batch in kinds.items():
-        ingest.record_events(batch.events, batch.visitors, batch.names, kind=kind, requests=batch.requests)
+        ingest.record_events(
+            batch.events,
+            batch.visitors,
+            batch.names,
+            kind=kind,
+            requests=batch.requests,
+            visitor_views=batch.visitor_views,
+        )
 
 
 class FailOpen:

@@ -474,3 +474,24 @@ def retention_table(table_id: str) -> str:
     """String: a cached retention table (JSON with its build time), kept its freshness plus the
     stale margin."""
     return f"{prefix()}{{au}}:retention:{table_id}"
+
+
+# --- funnels (docs/funnels.md): a person's progress and the counts it adds to share the person's
+# partition's tag {fn:<partition>} (last seen's partitions, ``store.last_seen.partition_index``),
+# so one script call per partition advances a batch's people and a Cluster spreads the calls.
+
+
+@family("{fn:<partition>}:person:<person>", "string", DELETE)
+def funnel_state(partition: int, person: str) -> str:
+    """String: the person's progress in every funnel (JSON, ``lua/funnel_advance.lua``), ``person``
+    being ``u:<user>`` or ``v:<visitor>``; lives the longest window of the funnels plus 32 days
+    after the latest view taken."""
+    return f"{prefix()}{{fn:{partition}}}:person:{person}"
+
+
+@family("{fn:<partition>}:counts:<month>", "hash", DATED)
+def funnel_counts(partition: int, month: str) -> str:
+    """Hash: ``<funnel>:<period>:<step>`` -> the partition's people counted at that step of that
+    funnel in that period (``d:YYYYMMDD``, ``w:YYYYWww``, ``m:YYYYMM``), for entries in ``month``;
+    lives until the longest window and ``KEEP_DAYS`` have passed after the month."""
+    return f"{prefix()}{{fn:{partition}}}:counts:{month}"

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from activity.store import keys
+from activity.store import funnels, keys
 from activity.store.client import Client, Reply
 from activity.store.last_seen import partition_of
 from activity.store.scripts import LuaScript, Pipeline
@@ -30,6 +31,7 @@ class Where:
     bitmaps: Sequence[str]  # active-user and cohort bitmaps of the retained days, weeks and months
     day_bitmaps: Sequence[tuple[str, str]]  # (day name, its bitmap), for the export's active days
     rate_counters: Sequence[str]  # throttle counters that may name the user (no hash tag: one DEL each)
+    person: str  # the user as funnels name people (``u:<user>``)
 
 
 def _queue_erase(
@@ -56,8 +58,10 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
 
     part = partition_of(user)
     ls = [(part.seen, "zrem"), (part.dirty, "zrem")]
+    progress, progress_tombstones = funnels.person_keys(where.person)
     pipe = client.pipeline(transaction=False)
     calls = [
+        _queue_erase(pipe, progress_tombstones, where.person, [(progress, "del")], now, until),
         _queue_erase(pipe, part.tombstones, user, ls, now, until),
         _queue_erase(pipe, keys.tombstones("pv"), user, pv, now, until),
         _queue_erase(pipe, keys.tombstones("au"), where.digest, au, now, until),
@@ -90,6 +94,7 @@ class Footprint:
     first_visit_day: int | None  # day number (days since 1970-01-01) of the first visit ever
     first_active_day: int | None  # day number of the first activity (retention cohorts); None: none known
     tombstone: float | None  # when the user's tombstone in last seen expires (a recent erase)
+    funnels: dict[str, Any]  # the user's progress in the funnels (``store.funnels.progress``)
 
 
 def footprint(client: Client, where: Where) -> Footprint:
@@ -108,11 +113,12 @@ def footprint(client: Client, where: Where) -> Footprint:
     for key in where.visitor_hashes:
         pipe.hget(key, where.visitor)
     pipe.hget(keys.dense_ids(), where.digest)
+    pipe.get(funnels.person_keys(where.person)[0])
     replies = pipe.execute()
     seen, dirty, claimed, tombstone, session, pttl, (name, *views), aliases, groups = replies[:9]
     visits = 9 + len(where.visitor_hashes)
     first = next((day for day in replies[9:visits] if day is not None), None)
-    dense = replies[visits]
+    dense, progress = replies[visits : visits + 2]
     first_active, bits = None, [0] * len(where.day_bitmaps)
     if dense is not None:
         dense = int(dense)
@@ -137,4 +143,5 @@ def footprint(client: Client, where: Where) -> Footprint:
         first_visit_day=None if first is None else int(first),
         first_active_day=first_active,
         tombstone=tombstone,
+        funnels=funnels.progress(progress),
     )

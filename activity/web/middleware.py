@@ -167,9 +167,12 @@ class ActivityMiddleware:
         visitor = None if user is not None or kind != traffic.PERSON else tracked_visitor(request, response)
         if (user is not None or visitor is not None or kind != traffic.PERSON) and not tracking.fail_open.paused():
             now = clock.now()
+            path = page_view_path(request, response)
             if user is not None:
-                event = Event(user=user, ts=now, path=page_view_path(request, response))
+                event = Event(user=user, ts=now, path=path)
                 tracking.record(Activity(kind, event=event, name=request.user.get_username()))
+            elif visitor is not None:
+                tracking.record(Activity(kind, visitor=(visitor, now), path=path))
             else:
-                tracking.record(Activity(kind, visitor=None if visitor is None else (visitor, now)))
+                tracking.record(Activity(kind))
         return response

@@ -53,3 +53,7 @@ class CanErase(HasPermission):
 
 class CanIngest(HasPermission):
     permission = permissions.INGEST_EVENTS
+
+
+class CanDefineFunnels(HasPermission):
+    permission = permissions.DEFINE_FUNNELS

@@ -27,6 +27,9 @@ from activity.events import (
     clean_ts,
     clean_user,
 )
+from activity.funnel_rules import MAX_STEPS, MIN_STEPS, STEP_PATTERN, validate_steps
+from activity.models import Funnel
+from activity.services import funnels
 from activity.services.recommendations import MAX_RESULTS
 from activity.services.reports import REPORT_PERIODS
 from activity.web.api.pagination import CURSOR_PATTERN, MAX_CURSOR_LENGTH, decode_cursor
@@ -35,7 +38,7 @@ from activity.web.api.pagination import CURSOR_PATTERN, MAX_CURSOR_LENGTH, decod
 # LRANGE / ZRANGE offset past a 64-bit integer.
 MAX_PAGE = 1_000_000
 MAX_PAGE_SIZE = 500
-MAX_GROUP_ID = 2**63 - 1
+MAX_ROW_ID = 2**63 - 1  # a database row id (a group, a funnel) in a URL or a query
 INTEGER_RE = re.compile(r"0|[1-9][0-9]*")
 NON_FIELD_ERRORS = "non_field_errors"  # DRF's default key, whatever the site's NON_FIELD_ERRORS_KEY
 
@@ -280,7 +283,13 @@ class ReportQuerySerializer(PageQuerySerializer):
 class GroupIdSerializer(serializers.Serializer):
     """The ``<group_id>`` URL argument, spelled like any integer parameter."""
 
-    group_id = QueryIntegerField(min_value=1, max_value=MAX_GROUP_ID)
+    group_id = QueryIntegerField(min_value=1, max_value=MAX_ROW_ID)
+
+
+class FunnelIdSerializer(serializers.Serializer):
+    """The ``<funnel_id>`` URL argument, spelled like any integer parameter."""
+
+    funnel_id = QueryIntegerField(min_value=1, max_value=MAX_ROW_ID)
 
 
 class ReportInfoSerializer(serializers.Serializer):
@@ -492,7 +501,7 @@ class RetentionQuerySerializer(QuerySerializer):
         help_text="Periods per cohort, its own first: 1..90 days or 1..26 weeks.",
     )
     group = QueryIntegerField(
-        min_value=1, max_value=MAX_GROUP_ID, required=False, help_text="Count only this auth group's members."
+        min_value=1, max_value=MAX_ROW_ID, required=False, help_text="Count only this auth group's members."
     )
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -524,3 +533,84 @@ class RetentionSerializer(serializers.Serializer):
     period = serializers.CharField(help_text="day or week, as asked.")
     time_zone = serializers.CharField(help_text="The calendar zone cutting the days (ACTIVITY_TIME_ZONE).")
     cohorts = RetentionCohortSerializer(many=True, help_text="Oldest first.")
+
+
+class TextField(serializers.CharField):
+    """A string, and only a string: DRF's ``CharField`` takes a number and stores its digits."""
+
+    default_error_messages = {"invalid": "Must be a string."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "minItems": MIN_STEPS,
+        "maxItems": MAX_STEPS,
+        "items": {"type": "string", "maxLength": MAX_PATH_LENGTH, "pattern": STEP_PATTERN},
+        "description": Funnel._meta.get_field("steps").help_text,
+    }
+)
+class FunnelStepsField(serializers.JSONField):
+    """The steps, checked by the model's rule (``funnel_rules.validate_steps``), as the admin does."""
+
+
+class FunnelSerializer(serializers.ModelSerializer):
+    """A funnel's definition: the model's rules (``activity.funnel_rules``) checked, as the admin
+    checks them, and at most ``MAX_FUNNELS`` defined."""
+
+    name = TextField(
+        min_length=1,
+        max_length=100,
+        trim_whitespace=False,
+        validators=[RegexValidator(r"^[^\x00]*$", "No NUL characters.")],
+    )
+    steps = FunnelStepsField(validators=[validate_steps])
+
+    class Meta:
+        model = Funnel
+        fields = ["id", "name", "steps", "window", "mode", "created"]
+        read_only_fields = ["id", "created"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        funnels.check_room()
+        return attrs
+
+
+class FunnelListSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = FunnelSerializer(many=True)
+
+
+class FunnelQuerySerializer(QuerySerializer):
+    period = serializers.ChoiceField(
+        choices=calendar.PERIODS, required=False, default="day", help_text="In ACTIVITY_TIME_ZONE."
+    )
+    date = serializers.DateField(
+        required=False, help_text="A day of the period, YYYY-MM-DD; default today (in ACTIVITY_TIME_ZONE)."
+    )
+
+
+class FunnelStepSerializer(serializers.Serializer):
+    step = serializers.IntegerField()
+    path = serializers.CharField()
+    people = serializers.IntegerField(help_text="People who entered in the period and reached this step.")
+    conversion = serializers.FloatField(help_text="Of step 1's people.")
+    from_previous = serializers.FloatField(help_text="Of the previous step's people.")
+    dropped = serializers.IntegerField(help_text="The previous step's people who did not reach this one.")
+
+
+class FunnelReportSerializer(serializers.Serializer):
+    """Response shape of ``GET /api/v1/funnels/<id>/`` (schema only: the service builds the body)."""
+
+    funnel = serializers.IntegerField()
+    name = serializers.CharField()
+    mode = serializers.CharField()
+    window = serializers.IntegerField()
+    period = serializers.CharField()
+    start = serializers.DateField(help_text="The period's first day.")
+    steps = FunnelStepSerializer(many=True)

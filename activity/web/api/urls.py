@@ -18,6 +18,8 @@ urlpatterns = [
     path("reports/<str:name>/", views.ReportView.as_view(), name="report"),
     path("groups/<str:group_id>/members/", views.GroupMembersView.as_view(), name="group-members"),
     path("groups/<str:group_id>/active/", views.GroupActiveView.as_view(), name="group-active"),
+    path("funnels/", views.FunnelListView.as_view(), name="funnels"),
+    path("funnels/<str:funnel_id>/", views.FunnelView.as_view(), name="funnel"),
     path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", DocsView.as_view(url_name="activity:schema"), name="docs"),
 ]

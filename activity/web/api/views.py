@@ -10,13 +10,16 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from activity import conf
+from activity import calendar, conf
 from activity.errors import InvalidValue, UnknownPath
 from activity.events import USER_ID_PATTERN, clean_user, iso
+from activity.funnel_rules import MAX_FUNNELS
+from activity.models import Funnel
 from activity.schedule import REPORT_REFRESH_INTERVAL
 from activity.services import (
     audience,
     cohorts,
+    funnels,
     groups,
     health,
     idempotency,
@@ -30,7 +33,14 @@ from activity.services import (
 from activity.web.api import serializers as s
 from activity.web.api.openapi import HEADERS, operation, responses
 from activity.web.api.pagination import next_link, page_links
-from activity.web.api.permissions import CanErase, CanExportOrSelf, CanIngest, CanView, CanViewOrSelf
+from activity.web.api.permissions import (
+    CanDefineFunnels,
+    CanErase,
+    CanExportOrSelf,
+    CanIngest,
+    CanView,
+    CanViewOrSelf,
+)
 from activity.web.api.renderers import PrometheusRenderer
 from activity.web.api.service_view import ServiceView
 from activity.web.api.throttles import ScopedRateThrottle
@@ -235,12 +245,12 @@ class ReportView(ServiceView):
 
 # The ``<group_id>`` URL argument as the schema states it (``group_from_url`` reads it).
 GROUP_ID = OpenApiParameter(
-    "group_id", {"type": "integer", "minimum": 1, "maximum": s.MAX_GROUP_ID}, OpenApiParameter.PATH
+    "group_id", {"type": "integer", "minimum": 1, "maximum": s.MAX_ROW_ID}, OpenApiParameter.PATH
 )
 
 
 def group_from_url(value: str) -> int:
-    """The ``<group_id>`` URL argument: an integer from 1 to MAX_GROUP_ID, spelled without leading
+    """The ``<group_id>`` URL argument: an integer from 1 to MAX_ROW_ID, spelled without leading
     zeros (``01`` is not another name for group 1); 400 otherwise."""
     found = s.GroupIdSerializer(data={"group_id": value})
     found.is_valid(raise_exception=True)
@@ -297,6 +307,72 @@ class GroupActiveView(ServiceView):
         if found is None:
             raise NotFound("No such group.")
         return Response(found.as_api())
+
+
+FUNNEL_ID = OpenApiParameter(
+    "funnel_id", {"type": "integer", "minimum": 1, "maximum": s.MAX_ROW_ID}, OpenApiParameter.PATH
+)
+
+
+def funnel_from_url(value: str) -> Funnel:
+    """The ``<funnel_id>`` URL argument's funnel: 400 for a malformed id, 404 for an unknown one."""
+    found = s.FunnelIdSerializer(data={"funnel_id": value})
+    found.is_valid(raise_exception=True)
+    funnel = funnels.get(found.validated_data["funnel_id"])
+    if funnel is None:
+        raise NotFound("No such funnel.")
+    return funnel
+
+
+class FunnelListView(ServiceView):
+    """The funnels defined (GET), or a new one (POST: counted from now on, docs/funnels.md)."""
+
+    def get_permissions(self) -> list[Any]:
+        return [CanDefineFunnels()] if self.request.method == "POST" else [CanView()]
+
+    @operation(
+        operation_id="api_v1_funnels_list", responses=responses({200: s.FunnelListSerializer}), parameters=HEADERS
+    )
+    def get(self, request: Request) -> Response:
+        found = s.FunnelSerializer(funnels.defined(), many=True).data
+        return Response({"count": len(found), "results": found})
+
+    @operation(
+        request=s.FunnelSerializer,
+        responses=responses({201: s.FunnelSerializer}, 400),
+        parameters=HEADERS,
+        description=f"At most {MAX_FUNNELS} funnels; counts start with the page views after this answer.",
+    )
+    def post(self, request: Request) -> Response:
+        definition = s.FunnelSerializer(data=request.data)
+        definition.is_valid(raise_exception=True)
+        definition.save()
+        return Response(definition.data, status=status.HTTP_201_CREATED)
+
+
+class FunnelView(ServiceView):
+    """A funnel's people at each step in a day, ISO week or month (GET), or its removal (DELETE)."""
+
+    def get_permissions(self) -> list[Any]:
+        return [CanDefineFunnels()] if self.request.method == "DELETE" else [CanView()]
+
+    @operation(
+        parameters=[FUNNEL_ID, s.FunnelQuerySerializer, *HEADERS],
+        responses=responses({200: s.FunnelReportSerializer}, 400, 404),
+        description="Live from Redis (one round trip) while the period's counts can still change; from the "
+        "rollup's rows once it is final.",
+    )
+    def get(self, request: Request, funnel_id: str) -> Response:
+        funnel = funnel_from_url(funnel_id)
+        query = s.FunnelQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        day = query.validated_data.get("date") or calendar.today()
+        return Response(funnels.report(funnel, query.validated_data["period"], day))
+
+    @operation(parameters=[FUNNEL_ID, *HEADERS], responses=responses({204: None}, 400, 404))
+    def delete(self, request: Request, funnel_id: str) -> Response:
+        funnels.delete(funnel_from_url(funnel_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class RecommendationsView(ServiceView):

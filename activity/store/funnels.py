@@ -1,0 +1,150 @@
+"""Funnel progress and counts (docs/funnels.md): each person's progress in every funnel is one hash,
+advanced by ``lua/funnel_advance.lua`` with a batch's page views, and reaching a step adds the
+person to the counts of the entry's day, week and month. People are spread over ``PARTITIONS``
+hash tags, so a Cluster spreads the calls; a read sums the partitions in one round trip."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from activity import calendar
+from activity.calendar import DAY_SECONDS
+from activity.funnel_rules import MAX_WINDOW
+from activity.store import keys
+from activity.store.client import PER_CALL, Client, Sum, chunks
+from activity.store.lifetimes import KEEP_DAYS
+from activity.store.scripts import LuaScript, Pipeline
+
+ADVANCE = LuaScript("funnel_advance")
+
+PARTITIONS = 16  # hash tags {fn:0}..{fn:15}; changing it re-homes every person, so it is fixed
+# A person's progress lives the longest window of the funnels plus this many days after the latest
+# view a funnel took: the longest month, so the person counts once in it, and a day of margin.
+STATE_DAYS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Funnel:
+    """What the store needs of a funnel's definition."""
+
+    id: int
+    strict: bool
+    window: int  # seconds
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """A person's page view: ``matches`` are the (funnel id, step) pairs its path matches (none: it
+    still ends the strict funnels' chains and is the person's latest view)."""
+
+    person: str  # "u:<user>" or "v:<visitor>"
+    ts: float
+    matches: tuple[tuple[int, int], ...]
+
+
+def partition_of(person: str) -> int:
+    """CRC-32 of the person's id, the same in every process and release."""
+    return zlib.crc32(person.encode()) % PARTITIONS
+
+
+def months_between(first: date, last: date) -> list[str]:
+    """The months from ``first``'s to ``last``'s, named as keys name them (YYYYMM)."""
+    found, month = [], first.replace(day=1)
+    while month <= last:
+        found.append(calendar.month_name(month))
+        month = (month + timedelta(days=32)).replace(day=1)
+    return found
+
+
+def counts_ttl(month: str, now: float) -> int:
+    """Seconds the counts of ``month``'s entries live at ``now``: the month, the longest window a
+    funnel may have (its last entries still move on) and ``KEEP_DAYS`` for the rollup to read them."""
+    last = calendar.last_day("month", calendar.parse_period("month", month))
+    return max(calendar.seconds_left(last, KEEP_DAYS + MAX_WINDOW // DAY_SECONDS, now), 1)
+
+
+def queue_advance(pipe: Pipeline, funnels: Sequence[Funnel], views: Sequence[View], now: float) -> Sum:
+    """Queue one script call per partition (and ``PER_CALL`` people) the views touch, views in
+    arrival order; returns how many step counts they added, once the pipeline has run."""
+    by_partition: dict[int, dict[str, list[View]]] = defaultdict(dict)
+    for view in views:
+        by_partition[partition_of(view.person)].setdefault(view.person, []).append(view)
+    number = {funnel.id: n for n, funnel in enumerate(funnels, 1)}
+    longest = max(funnel.window for funnel in funnels)
+    head: list[str | int] = []
+    for funnel in funnels:
+        head += [funnel.id, "strict" if funnel.strict else "sequential", funnel.window, funnel.steps]
+    added = Sum()
+    for partition, people in by_partition.items():
+        for group in chunks(people.items(), PER_CALL):
+            call_views = [view for _, own in group for view in own]
+            days = sorted({calendar.day_of(view.ts) for view in call_views})
+            # Entries still moving on began at most a window before the call's first view.
+            months = months_between(calendar.day_of(min(view.ts for view in call_views) - longest), days[-1])
+            day_number = {day: n for n, day in enumerate(days, 1)}
+            args: list[str | int] = [repr(now), longest + STATE_DAYS * DAY_SECONDS]
+            args += [len(funnels), len(group), len(months), len(days), *head]
+            for month in months:
+                args += [f"m:{month}", counts_ttl(month, now)]
+            for day in days:
+                args += [f"d:{calendar.day_name(day)}", f"w:{calendar.week_name(day)}", f"m:{calendar.month_name(day)}"]
+            args += [person for person, _ in group]
+            for index, (_, own) in enumerate(group, 1):
+                for view in own:
+                    matches = " ".join(f"{number[funnel]}.{step}" for funnel, step in view.matches)
+                    args += [index, repr(view.ts), day_number[calendar.day_of(view.ts)], matches]
+            script_keys = [keys.tombstones(f"fn:{partition}")]
+            script_keys += [keys.funnel_state(partition, person) for person, _ in group]
+            script_keys += [keys.funnel_counts(partition, month) for month in months]
+            added.replies.append(pipe.script(ADVANCE, script_keys, args))
+    return added
+
+
+def period_months(period: str, start: date) -> list[str]:
+    """The months whose entries can count in the ``period`` (day, week, month) starting ``start``."""
+    last = start if period == "day" else calendar.last_day(period, start)
+    return months_between(start, last)
+
+
+def counts(client: Client, funnel: Funnel, period: str, start: date) -> list[int]:
+    """People counted at each step (1..``funnel.steps``) in the period starting ``start``: one
+    HMGET per partition and month, one round trip."""
+    name = f"{period[0]}:{calendar.name_of(period, start)}"
+    fields = [f"{funnel.id}:{name}:{step}" for step in range(1, funnel.steps + 1)]
+    pipe = client.pipeline(transaction=False)
+    for partition in range(PARTITIONS):
+        for month in period_months(period, start):
+            pipe.hmget(keys.funnel_counts(partition, month), fields)
+    totals = [0] * funnel.steps
+    for found in pipe.execute():
+        for step, value in enumerate(found):
+            totals[step] += int(value or 0)
+    return totals
+
+
+def progress(state: str | None) -> dict[str, Any]:
+    """A person's state (``funnel_advance.lua``'s) as an export shows it: the latest view taken and,
+    per funnel, the steps counted in each period and the chains in progress."""
+    if not state:
+        return {"latest_view": None, "progress": []}
+    latest, _, found = state.split("|", 2)
+    return {
+        "latest_view": float(latest),
+        "progress": [
+            {"funnel": int(funnel), "counted": entry["p"] or {}, "in_progress": entry["c"] or []}
+            for funnel, entry in sorted(json.loads(found).items(), key=lambda item: int(item[0]))
+        ],
+    }
+
+
+def person_keys(person: str) -> tuple[str, str]:
+    """(the person's state, the tombstones of its partition): what an erase and an export name."""
+    partition = partition_of(person)
+    return keys.funnel_state(partition, person), keys.tombstones(f"fn:{partition}")

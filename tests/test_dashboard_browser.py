@@ -1,8 +1,10 @@
 """The dashboard in a real headless browser: Debian's chromium driven by Playwright against the live
 server. Log in as staff, find the retention heatmap equal to ``GET /api/v1/retention/`` (for all
-users, then for a group through the picker), watch the live refresh bring new figures equal to
-``GET /api/v1/stats/`` and a group's row of the top groups equal to ``GET /api/v1/groups/<id>/active/``,
-then open a user's activity page and find their session. Screenshots go to tests/artifacts/.
+users, then for a group through the picker) and a funnel's bars equal to
+``GET /api/v1/funnels/<id>/`` (today, then this month through the picker), watch the live refresh
+bring new figures equal to ``GET /api/v1/stats/`` and a group's row of the top groups equal to
+``GET /api/v1/groups/<id>/active/``, then open a user's activity page and find their session.
+Screenshots go to tests/artifacts/.
 
 Without chromium installed the test is skipped, or fails under ``ACTIVITY_REQUIRE_BROWSER`` (the
 ``chromium`` fixture of conftest.py).
@@ -16,6 +18,7 @@ from django.contrib.auth.models import Group
 from activity import clock
 from activity.admin import dashboard
 from activity.events import Event
+from activity.models import Funnel
 from activity.services import flush, ingest
 from tests.conftest import ARTIFACTS
 from tests.test_admin import STATS_FIGURES, api_figure
@@ -51,6 +54,17 @@ def assert_heatmap_matches_the_api(page, server: str, query: str) -> None:
     assert cells == expected and any(count not in ("", "0") for _, _, count, _ in cells)
 
 
+def assert_funnel_matches_the_api(page, server: str, funnel: int, period: str) -> None:
+    """Every bar the funnel drew (people, drop-off) equals the funnel API's step."""
+    bars = page.eval_on_selector_all(
+        f"#activity-funnels [data-funnel='{funnel}'] rect.bar",
+        "nodes => nodes.map(n => [+n.dataset.step, +n.dataset.people, +n.dataset.dropped])",
+    )
+    api = page.request.get(f"{server}/api/v1/funnels/{funnel}/?period={period}").json()
+    assert bars == [[step["step"], step["people"], step["dropped"]] for step in api["steps"]]
+    assert bars[0][1] == 7 and bars[1][1] == 3
+
+
 @pytest.mark.django_db(transaction=True)
 def test_staff_sees_live_figures_equal_to_the_stats_api_and_a_users_session(
     chromium, live_server, django_user_model, redis_client, monkeypatch
@@ -62,7 +76,9 @@ def test_staff_sees_live_figures_equal_to_the_stats_api_and_a_users_session(
     members = [*range(5001, 5011), *range(6001, 6006)]
     django_user_model.objects.bulk_create(django_user_model(pk=pk, username=f"crew{pk}") for pk in members)
     crew.user_set.add(*members)
+    funnel = Funnel.objects.create(name="checkout", steps=["/catalogue/1/", "/checkout/"], window=3600)
     record(range(5001, 5026), lambda n: f"/catalogue/{n % 4}/")
+    record(range(5001, 5011), lambda n: "/checkout/")  # of the funnel's 7 entrants, 3 go on
     context = chromium.new_context(viewport={"width": 1400, "height": 1100})
     page = context.new_page()
     try:
@@ -75,6 +91,11 @@ def test_staff_sees_live_figures_equal_to_the_stats_api_and_a_users_session(
         assert page.text_content("[data-figure=online]") == "26"  # 25 users and the staff user
         page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
         assert_heatmap_matches_the_api(page, live_server.url, "")
+        assert_funnel_matches_the_api(page, live_server.url, funnel.pk, "day")
+        page.select_option("#id_funnel_period", "month")  # the period picker: this month's, the same here
+        page.click("#activity-funnels-show")
+        page.wait_for_url("**funnel_period=month**")
+        assert_funnel_matches_the_api(page, live_server.url, funnel.pk, "month")
         page.select_option("#id_group", str(crew.pk))  # the group picker: the same table, for the crew
         page.click("#activity-retention-show")
         page.wait_for_url(f"**group={crew.pk}**")

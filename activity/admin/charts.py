@@ -140,3 +140,54 @@ def heatmap(label: str, table: dict[str, Any]) -> SafeString:
         rows=rows,
         rects=rects,
     )
+
+
+FUNNEL_LEFT, FUNNEL_ROW = 160, 22  # the steps' labels, a step's row height
+FUNNEL_FIGURES = 150  # room after the longest bar for its figures
+
+
+def funnel_bars(label: str, steps: Sequence[dict[str, Any]]) -> SafeString:
+    """A funnel report's steps (``services.funnels.report``'s) as horizontal bars, step 1's people
+    the full width: each bar's people, conversion and drop-off as text and in ``data-*``."""
+    first = steps[0]["people"] if steps else 0
+    plot_w = WIDTH - FUNNEL_LEFT - RIGHT - FUNNEL_FIGURES
+    rows = []
+    for n, step in enumerate(steps):
+        y, width = 4 + n * FUNNEL_ROW, plot_w * step["people"] / first if first else 0.0
+        text_y = f"{y + FUNNEL_ROW * 0.65:.1f}"
+        shown = f"{step['people']:,} · {step['conversion']:.0%}" + (f" · {step['dropped']:,} dropped" if n else "")
+        rows.append(
+            (
+                FUNNEL_LEFT - 6,
+                text_y,
+                f"{step['step']}. {step['path']}"[:28],
+                FUNNEL_LEFT,
+                y,
+                f"{max(width, 1):.1f}",
+                FUNNEL_ROW - 6,
+                step["step"],
+                step["people"],
+                step["conversion"],
+                step["dropped"],
+                f"step {step['step']} {step['path']}: {step['people']:,} people, {step['conversion']:.0%} of step 1, "
+                f"{step['from_previous']:.0%} of the previous step, {step['dropped']:,} dropped",
+                f"{FUNNEL_LEFT + width + 6:.1f}",
+                text_y,
+                shown,
+            )
+        )
+    bars = format_html_join(
+        "",
+        '<g><text class="axis end" x="{}" y="{}">{}</text><rect class="bar" x="{}" y="{}" width="{}" height="{}" '
+        'data-step="{}" data-people="{}" data-conversion="{}" data-dropped="{}"><title>{}</title></rect>'
+        '<text class="axis" x="{}" y="{}">{}</text></g>',
+        rows,
+    )
+    return format_html(
+        '<svg class="activity-chart activity-funnel" viewBox="0 0 {w} {h}" role="img" aria-label="{label}">'
+        "{bars}</svg>",
+        w=WIDTH,
+        h=8 + FUNNEL_ROW * len(steps),
+        label=label,
+        bars=bars,
+    )

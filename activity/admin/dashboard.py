@@ -24,9 +24,9 @@ from kombu.exceptions import OperationalError
 from activity import permissions
 from activity.admin import charts, figures
 from activity.admin.rows import ReadOnlyAdmin
-from activity.calendar import utc, zone_name
+from activity.calendar import today, utc, zone_name
 from activity.models import Dashboard
-from activity.services import cohorts, reports
+from activity.services import cohorts, funnels, reports
 
 PANEL_TEMPLATE = "admin/activity/dashboard_panel.html"
 REFRESH_S = 5.0  # seconds between the page's live refreshes
@@ -84,6 +84,33 @@ def retention_context(request: HttpRequest) -> dict[str, Any]:
     }
 
 
+class FunnelPeriodForm(forms.Form):
+    """The funnels' period picker: today, this ISO week or this month, as the API's ``period``."""
+
+    funnel_period = forms.ChoiceField(
+        choices=[("day", "today"), ("week", "this week"), ("month", "this month")], required=False
+    )
+
+
+def funnels_context(request: HttpRequest) -> dict[str, Any]:
+    """Each funnel's steps in the picked period, as bars (the same figures as the API's report)."""
+    form = FunnelPeriodForm(request.GET)
+    period = (form.cleaned_data.get("funnel_period") if form.is_valid() else None) or "day"
+    day = today()
+    shown = []
+    for funnel in funnels.defined():
+        report = funnels.report(funnel, period, day)
+        api = reverse("activity:funnel", kwargs={"funnel_id": funnel.pk})
+        shown.append(
+            {
+                "funnel": funnel,
+                "chart": charts.funnel_bars(f"Funnel {funnel.name}", report["steps"]),
+                "api": f"{api}?{urlencode({'period': period, 'date': day.isoformat()})}",
+            }
+        )
+    return {"funnel_form": form, "funnel_period": period, "funnels": shown}
+
+
 def panel_context() -> dict[str, Any]:
     found = figures.overview()
     today = found.stats.day
@@ -121,11 +148,13 @@ class DashboardAdmin(ReadOnlyAdmin):
             **self.admin_site.each_context(request),
             **panel_context(),
             **retention_context(request),
+            **funnels_context(request),
             "title": "Activity dashboard",
             "opts": self.model._meta,
             "refresh_ms": int(REFRESH_S * 1000),
             "rebuild_form": RebuildReportForm(initial={"report": "most-active", "period": "day"}),
             "can_run_jobs": request.user.has_perm(permissions.RUN_JOBS),
+            "can_define_funnels": request.user.has_perm(permissions.DEFINE_FUNNELS),
         }
         return TemplateResponse(request, "admin/activity/dashboard.html", context)
 

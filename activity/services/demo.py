@@ -4,8 +4,8 @@ site's requests go: each request an ``Activity`` handed to ``tracking.send``, as
 the API views hand theirs, with times spread over the past days; then the flush and the past days'
 rollups run, as the beat jobs would, the groups' membership bitmaps are rebuilt (as
 ``activity_backfill`` does), and the cached reports and retention tables, which knew none of that
-past, are rebuilt or dropped. Redis is asked first: one that cannot serve leaves the database as it
-was.
+past, are rebuilt or dropped. Two funnels are defined from the first day on, and the traffic walks
+through them. Redis is asked first: one that cannot serve leaves the database as it was.
 
 The service's own rules decide what stays, as for any late event (docs/commands.md):
 
@@ -32,6 +32,7 @@ from django.dispatch import Signal
 
 from activity import calendar, clock, conf
 from activity.events import Event, clean_user
+from activity.models import Funnel
 from activity.services import audience, cohorts, flush, groups, health, locks, reports, tracking, traffic
 from activity.services.tracking import Activity
 
@@ -70,6 +71,11 @@ SITE: dict[str, tuple[str, ...]] = {
     "/projects/reports/": ("/projects/", "/docs/"),
 }
 ENTRY_PAGES = ("/", "/", "/projects/", "/blog/", "/docs/", "/pricing/")
+# The funnels the demo defines, counting from its first day: (name, steps, window, mode).
+FUNNELS = (
+    ("Sign-up", ["/pricing/", "/signup/", "/account/"], 3600, "sequential"),
+    ("Docs to the API", ["/docs/", "/docs/getting-started/", "/docs/api/"], 1800, "strict"),
+)
 BOT_AGENTS = (
     "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
     "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",
@@ -105,6 +111,7 @@ class Demo:
     flushed: int  # last-seen rows written to the database (0 when a scheduled flush was running)
     rolled_up: int  # past days with a rollup row written
     memberships: int  # group memberships with a bit in the groups' bitmaps (every group's, rebuilt)
+    funnels: int  # the demo's funnels defined by this run (a rerun finds them)
 
 
 def username(n: int) -> str:
@@ -196,7 +203,9 @@ def past(accounts: Sequence[Account], days: int, seed: int, now: float) -> Itera
                 ]
         for visitor in visitors:
             if rng.random() < VISITOR_CHANCE * busy:
-                entries += [Activity(traffic.PERSON, visitor=(visitor, ts)) for ts, _ in _visit(rng, start, end)]
+                entries += [
+                    Activity(traffic.PERSON, visitor=(visitor, ts), path=path) for ts, path in _visit(rng, start, end)
+                ]
         yield day, entries
 
 
@@ -226,6 +235,19 @@ def live(accounts: Sequence[Account], tokens: int, seed: int, now: float) -> lis
         if traffic.is_bot(rng.choice(BOT_AGENTS)):  # as the middleware tells them
             entries.append(Activity(traffic.BOT))
     return entries
+
+
+def ensure_funnels(first_day: date) -> int:
+    """Define the demo's funnels, counting from ``first_day`` (so the past days' traffic goes through
+    them); returns how many were new."""
+    start = calendar.midnight(first_day)
+    made = 0
+    for name, steps, window, mode in FUNNELS:
+        _, created = Funnel.objects.get_or_create(
+            name=name, defaults={"steps": steps, "window": window, "mode": mode, "created": start}
+        )
+        made += created
+    return made
 
 
 def _kind(entry: Activity) -> str:
@@ -270,6 +292,7 @@ def fill(users: int, days: int, seed: int) -> Demo:
     # may have found Redis away.
     memberships = groups.rebuild_memberships()
     tokens = ensure_tokens(accounts[:TOKEN_USERS])
+    made = ensure_funnels(calendar.day_of(clock.now()) - timedelta(days=days - 1))
     tally: Counter[str] = Counter()
     for day, entries in past(accounts, days, seed, clock.now()):
         _send(entries, tally)
@@ -294,6 +317,7 @@ def fill(users: int, days: int, seed: int) -> Demo:
         flushed=flushed,
         rolled_up=sum(row is not None for row in rows),
         memberships=memberships.bits,
+        funnels=made,
         page_views=tally["page_views"],
         visits=tally["visits"],
         bots=tally["bots"],

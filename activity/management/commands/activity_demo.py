@@ -51,7 +51,8 @@ class Command(JobCommand):
             f"{result.days} days from {result.first_day} (seed {seed}): {counted(result.page_views, 'page view')}, "
             f"{counted(result.visits, 'anonymous request')}, {counted(result.bots, 'bot request')} and "
             f"{counted(result.api_calls, 'API call')} today, {result.browsing} users browsing now; "
-            f"{counted(result.flushed, 'row')} flushed, {counted(result.rolled_up, 'day')} rolled up."
+            f"{counted(result.flushed, 'row')} flushed, {counted(result.rolled_up, 'day')} rolled up, "
+            f"{counted(result.funnels, 'funnel')} defined."
         )
         self.stdout.write(
             f"Page views older than {conf.settings.PAGE_STATS_DAYS} days (ACTIVITY_PAGE_STATS_DAYS) are not "

@@ -35,6 +35,7 @@ SMOKE: dict[str, tuple[list[str], dict[str, str]]] = {
     "cluster_wave": (["--rounds", "1", "--pipelines", "10"], {}),
     "first_visits": (["--visitors", "2000"], {}),
     "flush": (["--smoke"], {}),
+    "funnels": (["--users", "2000", "--rounds", "2"], {}),
     "gc_pauses": (["--seconds", "1", "--rounds", "1", "--connections", "4"], {}),
     "groups": (["--quick", "--rounds", "1"], {}),
     "http": (["--seconds", "1", "--rounds", "1", "--connections", "4"], {}),

@@ -2,7 +2,8 @@
 page-view histories, arriving in random order and batches, in both modes, in a zone whose midnights
 are not UTC's, across a day's, a week's and a month's edge. The rule the docs give for late views
 (a view older than the latest one taken for that person is left out) is applied first;
-then, for every entry, how far it goes."""
+then, for every entry, how far it goes. A second funnel beside the one drawn shares each person's
+state, and is checked too."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ ZONE = "America/St_Johns"  # UTC-3:30 (-2:30 in summer): its midnights fall at n
 EDGE = date(2026, 12, 1)  # a Tuesday that starts a month; the ISO week starts the day before
 PATHS = ["/a", "/b", "/c", "/a/x", "/z"]  # /z matches no step
 STEPS = ["/a", "/b", "/c", "/a*"]
+OTHER_STEPS = ["/c", "/a*", "/b"]
 WINDOWS = [60, 600, 3600, 86400]
 _people = itertools.count()
 
@@ -41,13 +43,25 @@ def periods_of(ts: float) -> list[tuple[str, date]]:
     return [("day", day), ("week", day - timedelta(days=day.weekday())), ("month", day.replace(day=1))]
 
 
-def taken_views(views: list[tuple[float, str]], steps: list[str], created: float) -> list:
-    """The person's views the funnel takes, as docs/funnels.md states it: in arrival order, from the
-    first that enters it on, each not older than the latest one taken; with the steps each matches."""
-    taken: list[tuple[float, set[int]]] = []
+def seen_views(views: list[tuple[float, str]], firsts: list[str], created: float) -> list[tuple[float, str]]:
+    """The person's views the funnels see, as docs/funnels.md states it: in arrival order, from the
+    first that enters one of them (its path matches one of ``firsts``) on, each not older than the
+    latest one seen."""
+    seen: list[tuple[float, str]] = []
     for ts, path in views:
+        if (seen and ts >= seen[-1][0]) or (
+            not seen and ts >= created and any(step_matches(first, path) for first in firsts)
+        ):
+            seen.append((ts, path))
+    return seen
+
+
+def taken_views(seen: list[tuple[float, str]], steps: list[str]) -> list:
+    """Of the views seen, those from the funnel's own first entry on, with the steps each matches."""
+    taken: list[tuple[float, set[int]]] = []
+    for ts, path in seen:
         matched = {n for n, step in enumerate(steps, 1) if step_matches(step, path)}
-        if (taken and ts >= taken[-1][0]) or (not taken and 1 in matched and ts >= created):
+        if taken or 1 in matched:
             taken.append((ts, matched))
     return taken
 
@@ -67,20 +81,25 @@ def reached(taken: list, entry: int, steps: int, window: int, strict: bool) -> i
     return level
 
 
-def replay(history: dict[str, list[tuple[float, str]]], funnel: Funnel, created: float) -> dict:
-    best: dict[tuple[str, date], dict[str, int]] = defaultdict(dict)
-    strict = funnel.mode == "strict"
-    for person, views in history.items():
-        taken = taken_views(views, funnel.steps, created)
-        for entry, (ts, matched) in enumerate(taken):
-            if 1 in matched:
-                level = reached(taken, entry, len(funnel.steps), funnel.window, strict)
-                for period in periods_of(ts):
-                    best[period][person] = max(best[period].get(person, 0), level)
-    return {
-        period: [sum(1 for level in levels.values() if level >= k) for k in range(1, len(funnel.steps) + 1)]
-        for period, levels in best.items()
-    }
+def replay(history: dict[str, list[tuple[float, str]]], defined: list[Funnel], created: float) -> dict:
+    """Per funnel id, per (period, start), the people at each step."""
+    firsts = [funnel.steps[0] for funnel in defined]
+    found = {}
+    for funnel in defined:
+        best: dict[tuple[str, date], dict[str, int]] = defaultdict(dict)
+        strict = funnel.mode == "strict"
+        for person, views in history.items():
+            taken = taken_views(seen_views(views, firsts, created), funnel.steps)
+            for entry, (ts, matched) in enumerate(taken):
+                if 1 in matched:
+                    level = reached(taken, entry, len(funnel.steps), funnel.window, strict)
+                    for period in periods_of(ts):
+                        best[period][person] = max(best[period].get(person, 0), level)
+        found[funnel.pk] = {
+            period: [sum(1 for level in levels.values() if level >= k) for k in range(1, len(funnel.steps) + 1)]
+            for period, levels in best.items()
+        }
+    return found
 
 
 GAPS = [0, 1, 30, 59, 60, 61, 599, 600, 601, 3599, 3600, 3601, 86399, 86400, 86401, 5 * 3600]
@@ -110,8 +129,11 @@ def test_counts_match_a_replay_of_the_definition(at, history, steps, window, mod
     at(edge + 5 * 86400)
     created = edge - 3 * 3600 + 1800
     Funnel.objects.all().delete()
-    funnel = Funnel.objects.create(name="model", steps=steps, window=window, mode=mode)
-    Funnel.objects.filter(pk=funnel.pk).update(created=datetime.fromtimestamp(created, ZoneInfo("UTC")))
+    # The funnel drawn, and one beside it whose progress shares each person's state.
+    Funnel.objects.create(name="model", steps=steps, window=window, mode=mode)
+    Funnel.objects.create(name="beside", steps=OTHER_STEPS, window=600, mode="strict")
+    Funnel.objects.update(created=datetime.fromtimestamp(created, ZoneInfo("UTC")))
+    defined = list(Funnel.objects.all())
     funnels.forget()
     names = {n: f"m{next(_people)}" for n in range(4)}
     latest = {n: edge + STARTS[(start + n) % len(STARTS)] for n in range(4)}
@@ -127,7 +149,8 @@ def test_counts_match_a_replay_of_the_definition(at, history, steps, window, mod
         for start, end in itertools.pairwise([0, *sorted(cuts), len(arrivals)]):
             if arrivals[start:end]:
                 ingest.record_events(arrivals[start:end])
-        expected = replay(expected_history, Funnel.objects.get(pk=funnel.pk), created)
-        for period, day in {p for ts, _ in itertools.chain(*expected_history.values()) for p in periods_of(ts)}:
-            counted = [step["people"] for step in funnels.report(funnel, period, day)["steps"]]
-            assert counted == expected.get((period, day), [0] * len(steps)), (period, day)
+        expected = replay(expected_history, defined, created)
+        for funnel in defined:
+            for period, day in {p for ts, _ in itertools.chain(*expected_history.values()) for p in periods_of(ts)}:
+                counted = [step["people"] for step in funnels.report(funnel, period, day)["steps"]]
+                assert counted == expected[funnel.pk].get((period, day), [0] * len(funnel.steps)), (funnel, period, day)

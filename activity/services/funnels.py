@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from typing import Any
@@ -121,14 +121,17 @@ def forget(**kwargs: Any) -> None:
     _cache.forget()
 
 
-def queue_views(pipe: Pipeline, views: Iterable[tuple[str, float, str]], now: float) -> Sum | None:
+def queue_views(pipe: Pipeline, views: Sequence[tuple[str, float, str]], now: float) -> Sum | None:
     """Queue the funnels' work for ``views`` (person, ts, path), in arrival order: every page view
     of people, since a view that matches no step still ends a strict funnel's chain and is the
-    latest view of its person. None when no funnel is defined (then nothing is queued)."""
-    matcher = _cache.matcher()
-    taken = [matcher.view(person, ts, path) for person, ts, path in views] if matcher.definitions else []
-    if not taken:
+    latest view of its person. None when there is no page view or no funnel defined (then nothing is
+    queued, and a batch of other events never reads the definitions)."""
+    if not views:
         return None
+    matcher = _cache.matcher()
+    if not matcher.definitions:
+        return None
+    taken = [matcher.view(person, ts, path) for person, ts, path in views]
     return store.queue_advance(pipe, [definition.store for definition in matcher.definitions], taken, now)
 
 

@@ -6,6 +6,7 @@ from datetime import date, timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import OperationalError
 
 from activity import calendar, permissions
 from activity.events import Event
@@ -284,3 +285,18 @@ def test_erase_removes_the_users_funnel_state_and_export_shows_it(staff_api, at)
     assert not get_client().exists(state)
     ingest.record_events([view("9", noon() + 1, "/a")])  # a late view of the erased user: skipped
     assert not get_client().exists(state)
+
+
+def test_a_database_that_cannot_answer_keeps_the_definitions_read_last(at, monkeypatch, caplog):
+    at(noon() + 7200)
+    funnel = define(["/a", "/b"])
+    ingest.record_events([view("1", noon(), "/a")])  # the definitions read
+    funnels.forget()
+
+    def unavailable() -> list:
+        raise OperationalError("the database went away")
+
+    monkeypatch.setattr(funnels, "read_definitions", unavailable)
+    ingest.record_events([view("1", noon() + 1, "/b")])
+    assert people(funnel) == [1, 1]
+    assert "funnel definitions not read" in caplog.text

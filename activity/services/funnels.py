@@ -15,7 +15,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db import DatabaseError, transaction
 
 from activity import calendar, clock
 from activity.calendar import DAY_SECONDS
@@ -100,8 +100,6 @@ class _Cache:
             rows = read_definitions()
         except DatabaseError as error:  # counting goes on with the definitions read last
             logger.warning("funnel definitions not read, the last ones kept: %s", error)
-            if not connection.in_atomic_block:  # a broken connection (the tracking thread's) is opened afresh
-                close_old_connections()
             rows = None
         with self._lock:
             if rows is not None:

@@ -16,6 +16,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from django.db import close_old_connections
+
 from activity import metrics
 from activity.errors import StoreUnavailable
 from activity.events import Event
@@ -176,6 +178,9 @@ class Batches:
                     continue
             with self._sending:
                 self._send_batch()
+            # A batch is this thread's unit of work, as a request is a request thread's: a database
+            # connection it opened (the funnels' definitions) is closed as Django closes a request's.
+            close_old_connections()
 
     def _send_batch(self) -> bool:
         """Send one batch; False when nothing was waiting, or when Redis refused it (then what

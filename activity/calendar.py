@@ -106,6 +106,15 @@ def month_name(day: date) -> str:
     return day.strftime("%Y%m")
 
 
+def start_of(period: str, day: date) -> date:
+    """The first day of the ``day``, ISO ``week`` (Monday) or ``month`` holding ``day``."""
+    if period == "day":
+        return day
+    if period == "week":
+        return day - timedelta(days=day.weekday())
+    return day.replace(day=1)
+
+
 def last_day(period: str, day: date) -> date:
     """The last day of the ``week`` (ISO, Sunday) or ``month`` holding ``day``."""
     if period == "week":

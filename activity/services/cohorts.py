@@ -58,11 +58,6 @@ class Query:
                 raise InvalidValue(f"{name}: must be between 1 and {bound} when period is {self.period}.")
 
 
-def start_of(period: str, day: date) -> date:
-    """The first day of the ``day`` or ISO ``week`` (Monday) holding ``day``."""
-    return day if period == "day" else day - timedelta(days=day.weekday())
-
-
 def shifted(period: str, start: date, k: int) -> date:
     """The first day of the period ``k`` periods after the one starting at ``start``."""
     return start + timedelta(days=k if period == "day" else 7 * k)
@@ -96,7 +91,7 @@ def signups(period: str, starts: Sequence[date]) -> dict[date, list[int]]:
     )
     wanted, by_user = set(starts), {}
     for pk, joined in rows.values_list("pk", "date_joined").iterator(chunk_size=10_000):
-        start = start_of(period, calendar.day_of(joined.timestamp()))
+        start = calendar.start_of(period, calendar.day_of(joined.timestamp()))
         if start in wanted:
             by_user[str(pk)] = start
     found = defaultdict(list)
@@ -122,7 +117,7 @@ def build(query: Query, now: float) -> dict[str, Any]:
     """The table as the API answers it, counted now (no cache). A cell whose period left Redis comes
     from the rollup's rows; a group's such cell, which the rollup does not keep, is null."""
     period = query.period
-    current = start_of(period, calendar.day_of(now))
+    current = calendar.start_of(period, calendar.day_of(now))
     starts = [shifted(period, current, n - query.cohorts + 1) for n in range(query.cohorts)]
     reached = {start: min(query.periods, _between(period, start, current) + 1) for start in starts}
     live = {
@@ -235,7 +230,7 @@ def periods_to_keep(day: date, now: float) -> list[tuple[str, date]]:
     for last in (day, calendar.day_of(now) - timedelta(days=KEEP_DAYS)):
         found.append(("day", last))
         if last.weekday() == 6:
-            found.append(("week", start_of("week", last)))
+            found.append(("week", calendar.start_of("week", last)))
     return [(period, start) for period, start in dict.fromkeys(found) if in_redis(period, start, now)]
 
 

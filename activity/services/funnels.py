@@ -39,8 +39,6 @@ class Definition:
     """A funnel as the write path and the reports use it."""
 
     store: store.Funnel
-    name: str
-    mode: str
     steps: tuple[str, ...]
     created: float  # epoch seconds: views before it are not counted
 
@@ -49,8 +47,6 @@ class Definition:
         steps = tuple(row.steps)
         return cls(
             store=store.Funnel(id=row.pk, strict=row.mode == "strict", window=row.window, steps=len(steps)),
-            name=row.name,
-            mode=row.mode,
             steps=steps,
             created=row.created.timestamp(),
         )
@@ -179,14 +175,6 @@ class Step:
     dropped: int  # the previous step's people who did not reach this one
 
 
-def start_of(period: str, day: date) -> date:
-    if period == "day":
-        return day
-    if period == "week":
-        return day - timedelta(days=day.weekday())
-    return day.replace(day=1)
-
-
 def final_after(definition: Definition, period: str, start: date) -> float:
     """When the period's counts can no longer change: its end, plus the window of its last entries."""
     last = start if period == "day" else calendar.last_day(period, start)
@@ -228,7 +216,7 @@ def steps(definition: Definition, people: Sequence[int]) -> list[Step]:
 def report(funnel: Funnel, period: str, day: date) -> dict[str, Any]:
     """The funnel's steps in the ``period`` holding ``day``, as ``GET /api/v1/funnels/<id>/`` answers."""
     definition = Definition.of(funnel)
-    start = start_of(period, day)
+    start = calendar.start_of(period, day)
     return {
         "funnel": funnel.pk,
         "name": funnel.name,
@@ -256,7 +244,7 @@ def periods_to_keep(definition: Definition, now: float) -> list[tuple[str, date]
         if day < created:
             continue
         for period in calendar.PERIODS:
-            start = start_of(period, day)
+            start = calendar.start_of(period, day)
             if now - CATCH_UP_DAYS * DAY_SECONDS < final_after(definition, period, start) <= now:
                 found[(period, start)] = None
     return list(found)

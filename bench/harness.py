@@ -3,6 +3,7 @@ for the benches that run processes (``bench.chaos``), a private PostgreSQL and w
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import math
@@ -30,14 +31,25 @@ RESULTS = Path(os.environ.get("BENCH_RESULTS") or COMMITTED)
 
 
 def start(prefix: str = "bench:") -> PrivateRedis:
-    """Start a private redis-server and point Django (settings, store client) at it."""
+    """Start a private redis-server and point Django (settings, store client) at it, with a database:
+    ``DATABASE_URL``'s, else a migrated SQLite file of the run's own (the write path reads the
+    funnels' definitions there), removed at exit."""
     server = PrivateRedis().start()
     os.environ["REDIS_URL"] = server.url
     os.environ["ACTIVITY_KEY_PREFIX"] = prefix
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    own_database = "DATABASE_URL" not in os.environ
+    if own_database:
+        folder = tempfile.mkdtemp(prefix="bench-db-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        os.environ["DATABASE_URL"] = f"sqlite:///{folder}/db.sqlite3"
     import django
 
     django.setup()
+    if own_database:
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
     return server
 
 

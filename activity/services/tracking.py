@@ -16,7 +16,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from django.db import close_old_connections
+from django.db import connections
 
 from activity import metrics
 from activity.errors import StoreUnavailable
@@ -178,9 +178,9 @@ class Batches:
                     continue
             with self._sending:
                 self._send_batch()
-            # A batch is this thread's unit of work, as a request is a request thread's: a database
-            # connection it opened (the funnels' definitions) is closed as Django closes a request's.
-            close_old_connections()
+            # A database connection the batch opened (to read the funnels' definitions, every few
+            # seconds) is this thread's: closed after it, not held idle beside the requests' own.
+            connections.close_all()
 
     def _send_batch(self) -> bool:
         """Send one batch; False when nothing was waiting, or when Redis refused it (then what

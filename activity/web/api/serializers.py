@@ -280,16 +280,13 @@ class ReportQuerySerializer(PageQuerySerializer):
     )
 
 
-class GroupIdSerializer(serializers.Serializer):
-    """The ``<group_id>`` URL argument, spelled like any integer parameter."""
-
-    group_id = QueryIntegerField(min_value=1, max_value=MAX_ROW_ID)
-
-
-class FunnelIdSerializer(serializers.Serializer):
-    """The ``<funnel_id>`` URL argument, spelled like any integer parameter."""
-
-    funnel_id = QueryIntegerField(min_value=1, max_value=MAX_ROW_ID)
+def row_id(name: str, value: str) -> int:
+    """A URL argument ``name`` naming a database row (a group, a funnel), spelled like any integer
+    parameter, from 1 to MAX_ROW_ID; else ``ValidationError`` naming ``name``."""
+    try:
+        return QueryIntegerField(min_value=1, max_value=MAX_ROW_ID).run_validation(value)
+    except serializers.ValidationError as error:
+        raise serializers.ValidationError({name: error.detail}) from None
 
 
 class ReportInfoSerializer(serializers.Serializer):

@@ -243,18 +243,18 @@ class ReportView(ServiceView):
         return Response(body, headers={"X-Cache": cache})
 
 
-# The ``<group_id>`` URL argument as the schema states it (``group_from_url`` reads it).
-GROUP_ID = OpenApiParameter(
-    "group_id", {"type": "integer", "minimum": 1, "maximum": s.MAX_ROW_ID}, OpenApiParameter.PATH
-)
+def row_parameter(name: str) -> OpenApiParameter:
+    """A URL argument naming a database row as the schema states it (``serializers.row_id`` reads it)."""
+    return OpenApiParameter(name, {"type": "integer", "minimum": 1, "maximum": s.MAX_ROW_ID}, OpenApiParameter.PATH)
+
+
+GROUP_ID = row_parameter("group_id")
 
 
 def group_from_url(value: str) -> int:
     """The ``<group_id>`` URL argument: an integer from 1 to MAX_ROW_ID, spelled without leading
     zeros (``01`` is not another name for group 1); 400 otherwise."""
-    found = s.GroupIdSerializer(data={"group_id": value})
-    found.is_valid(raise_exception=True)
-    return found.validated_data["group_id"]
+    return s.row_id("group_id", value)
 
 
 class GroupMembersView(ServiceView):
@@ -309,16 +309,12 @@ class GroupActiveView(ServiceView):
         return Response(found.as_api())
 
 
-FUNNEL_ID = OpenApiParameter(
-    "funnel_id", {"type": "integer", "minimum": 1, "maximum": s.MAX_ROW_ID}, OpenApiParameter.PATH
-)
+FUNNEL_ID = row_parameter("funnel_id")
 
 
 def funnel_from_url(value: str) -> Funnel:
     """The ``<funnel_id>`` URL argument's funnel: 400 for a malformed id, 404 for an unknown one."""
-    found = s.FunnelIdSerializer(data={"funnel_id": value})
-    found.is_valid(raise_exception=True)
-    funnel = funnels.get(found.validated_data["funnel_id"])
+    funnel = funnels.get(s.row_id("funnel_id", value))
     if funnel is None:
         raise NotFound("No such funnel.")
     return funnel

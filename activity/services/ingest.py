@@ -58,12 +58,17 @@ def record_events(
     latest: dict[str, float] = {}
     views: list[PageView] = []
     names = names or {}
+
+    def viewed(raw: str | None, ts: float) -> str | None:
+        """The path a page view at ``ts`` records, None for no page view recorded."""
+        path = page_path(raw) if people else None
+        return path if path is not None and day_of(ts) >= oldest_view else None
+
     for event in events:
         ts = round(event.ts, 3)  # the API promises millisecond precision
         if ts > latest.get(event.user, -1.0):
             latest[event.user] = ts
-        path = page_path(event.path) if people else None
-        if path is not None and day_of(ts) >= oldest_view:
+        if (path := viewed(event.path, ts)) is not None:
             views.append(PageView(user=event.user, path=path, ts=ts, name=names.get(event.user)))
     if not latest and not visitors and people:
         return RecordResult(accepted=0, last_seen_updated=0)
@@ -91,8 +96,8 @@ def record_events(
         audience_store.queue_actives(pipe, actives, now)
         funnel_views = [(funnels.user_person(view.user), view.ts, view.path) for view in views]
         for visitor, ts, raw in visitor_views:
-            if (path := page_path(raw)) is not None and day_of(ts) >= oldest_view:
-                funnel_views.append((funnels.visitor_person(visitor), round(ts, 3), path))
+            if (path := viewed(raw, ts := round(ts, 3))) is not None:
+                funnel_views.append((funnels.visitor_person(visitor), ts, path))
         funnels.queue_views(pipe, funnel_views, now)
     if kind != traffic.PERSON:
         audience_store.queue_traffic(pipe, kind, day_of(now), now, requests)

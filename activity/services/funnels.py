@@ -150,9 +150,9 @@ def get(funnel_id: int) -> Funnel | None:
     return Funnel.objects.filter(pk=funnel_id).first()
 
 
-def check_room(adding: int = 1) -> None:
-    """``ValidationError`` when ``adding`` more funnels would pass ``MAX_FUNNELS``."""
-    if Funnel.objects.count() + adding > MAX_FUNNELS:
+def check_room() -> None:
+    """``ValidationError`` when one more funnel would pass ``MAX_FUNNELS``."""
+    if Funnel.objects.count() >= MAX_FUNNELS:
         raise ValidationError(f"At most {MAX_FUNNELS} funnels can be defined; delete one first.")
 
 

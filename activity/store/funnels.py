@@ -1,4 +1,4 @@
-"""Funnel progress and counts (docs/funnels.md): each person's progress in every funnel is one hash,
+"""Funnel progress and counts (docs/funnels.md): each person's progress in every funnel is one string,
 advanced by ``lua/funnel_advance.lua`` with a batch's page views, and reaching a step adds the
 person to the counts of the entry's day, week and month. People are spread over ``PARTITIONS``
 hash tags, so a Cluster spreads the calls; a read sums the partitions in one round trip."""
@@ -54,20 +54,25 @@ def partition_of(person: str) -> int:
     return zlib.crc32(person.encode()) % PARTITIONS
 
 
-def months_between(first: date, last: date) -> list[str]:
-    """The months from ``first``'s to ``last``'s, named as keys name them (YYYYMM)."""
+def months_between(first: date, last: date) -> list[date]:
+    """The first days of the months from ``first``'s to ``last``'s."""
     found, month = [], first.replace(day=1)
     while month <= last:
-        found.append(calendar.month_name(month))
+        found.append(month)
         month = (month + timedelta(days=32)).replace(day=1)
     return found
 
 
-def counts_ttl(month: str, now: float) -> int:
+def period_key(period: str, day: date) -> str:
+    """The ``day``, ``week`` or ``month`` holding ``day`` as the counts' fields name it (``d:YYYYMMDD``,
+    ``w:YYYYWww``, ``m:YYYYMM``)."""
+    return f"{period[0]}:{calendar.name_of(period, day)}"
+
+
+def counts_ttl(month: date, now: float) -> int:
     """Seconds the counts of ``month``'s entries live at ``now``: the month, the longest window a
     funnel may have (its last entries still move on) and ``KEEP_DAYS`` for the rollup to read them."""
-    last = calendar.last_day("month", calendar.parse_period("month", month))
-    return max(calendar.seconds_left(last, KEEP_DAYS + MAX_WINDOW // DAY_SECONDS, now), 1)
+    return max(calendar.seconds_left(calendar.last_day("month", month), KEEP_DAYS + MAX_WINDOW // DAY_SECONDS, now), 1)
 
 
 def queue_advance(pipe: Pipeline, funnels: Sequence[Funnel], views: Sequence[View], now: float) -> Sum:
@@ -92,9 +97,9 @@ def queue_advance(pipe: Pipeline, funnels: Sequence[Funnel], views: Sequence[Vie
             args: list[str | int] = [repr(now), longest + STATE_DAYS * DAY_SECONDS]
             args += [len(funnels), len(group), len(months), len(days), *head]
             for month in months:
-                args += [f"m:{month}", counts_ttl(month, now)]
+                args += [period_key("month", month), counts_ttl(month, now)]
             for day in days:
-                args += [f"d:{calendar.day_name(day)}", f"w:{calendar.week_name(day)}", f"m:{calendar.month_name(day)}"]
+                args += [period_key(period, day) for period in calendar.PERIODS]
             args += [person for person, _ in group]
             for index, (_, own) in enumerate(group, 1):
                 for view in own:
@@ -102,12 +107,12 @@ def queue_advance(pipe: Pipeline, funnels: Sequence[Funnel], views: Sequence[Vie
                     args += [index, repr(view.ts), day_number[calendar.day_of(view.ts)], matches]
             script_keys = [keys.tombstones(f"fn:{partition}")]
             script_keys += [keys.funnel_state(partition, person) for person, _ in group]
-            script_keys += [keys.funnel_counts(partition, month) for month in months]
+            script_keys += [keys.funnel_counts(partition, calendar.month_name(month)) for month in months]
             added.replies.append(pipe.script(ADVANCE, script_keys, args))
     return added
 
 
-def period_months(period: str, start: date) -> list[str]:
+def period_months(period: str, start: date) -> list[date]:
     """The months whose entries can count in the ``period`` (day, week, month) starting ``start``."""
     last = start if period == "day" else calendar.last_day(period, start)
     return months_between(start, last)
@@ -116,12 +121,12 @@ def period_months(period: str, start: date) -> list[str]:
 def counts(client: Client, funnel: Funnel, period: str, start: date) -> list[int]:
     """People counted at each step (1..``funnel.steps``) in the period starting ``start``: one
     HMGET per partition and month, one round trip."""
-    name = f"{period[0]}:{calendar.name_of(period, start)}"
+    name = period_key(period, start)
     fields = [f"{funnel.id}:{name}:{step}" for step in range(1, funnel.steps + 1)]
     pipe = client.pipeline(transaction=False)
     for partition in range(PARTITIONS):
         for month in period_months(period, start):
-            pipe.hmget(keys.funnel_counts(partition, month), fields)
+            pipe.hmget(keys.funnel_counts(partition, calendar.month_name(month)), fields)
     totals = [0] * funnel.steps
     for found in pipe.execute():
         for step, value in enumerate(found):

@@ -477,8 +477,8 @@ def retention_table(table_id: str) -> str:
 
 
 # --- funnels (docs/funnels.md): a person's progress and the counts it adds to share the person's
-# partition's tag {fn:<partition>} (last seen's partitions, ``store.last_seen.partition_index``),
-# so one script call per partition advances a batch's people and a Cluster spreads the calls.
+# partition's tag {fn:<partition>} (``store.funnels.partition_of``, 16 fixed partitions), so one
+# script call per partition advances a batch's people and a Cluster spreads the calls.
 
 
 @family("{fn:<partition>}:person:<person>", "string", DELETE)

@@ -22,3 +22,7 @@ REPORT_REBUILDS = Counter("activity_report_rebuilds", "Cached copies (reports, n
 REPORT_STALE_SERVES = Counter(
     "activity_report_stale_serves", "Cached copies served stale while another client rebuilt them."
 )
+LIVE_STREAMS_OPENED = Counter("activity_live_streams_opened", "Live streams (GET /api/v1/live/) opened.")
+LIVE_STREAMS_CLOSED = Counter(
+    "activity_live_streams_closed", "Live streams ended: the client went away, or may no longer read them."
+)

@@ -46,6 +46,7 @@ from importlib import import_module
 from typing import Any
 
 from django.conf import settings
+from django.core.asgi import get_asgi_application
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
@@ -146,12 +147,16 @@ class Front:
 
     def _timed(self, receive: Receive) -> Receive:
         """``receive`` for the body: each message within what is left of ``BODY_TIMEOUT``, and the
-        body no longer than ``body_limit``."""
+        body no longer than ``body_limit``. Once the body is whole, messages pass as they come: a
+        streamed answer's handler waits on ``receive`` for the client's disconnect."""
         deadline = asyncio.get_running_loop().time() + BODY_TIMEOUT
         received = 0
+        whole = False
 
         async def timed() -> Message:
-            nonlocal received
+            nonlocal received, whole
+            if whole:
+                return await receive()
             try:
                 async with asyncio.timeout_at(deadline):
                     message = await receive()
@@ -162,9 +167,26 @@ class Front:
             received += len(message.get("body", b""))
             if self.body_limit is not None and received > self.body_limit:
                 raise Refused(413, f"Request body exceeds {self.body_limit} bytes.")
+            whole = not message.get("more_body")
             return message
 
         return timed
+
+
+class Streams:
+    """ASGI app: a request asking for an event stream (``Accept: text/event-stream``, the live
+    dashboard's) goes to Django's ASGI handler, which sends the answer from the event loop as it
+    comes, holding no thread while it lasts; every other request to ``app``."""
+
+    def __init__(
+        self, app: Callable[[Scope, Receive, Send], Awaitable[None]], streams: Callable[..., Awaitable[None]]
+    ) -> None:
+        self.app = app
+        self.streams = streams
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        streamed = "text/event-stream" in _header(scope, b"accept")
+        await (self.streams if streamed else self.app)(scope, receive, send)
 
 
 class OneThread:
@@ -256,4 +278,8 @@ import_module(settings.ROOT_URLCONF)  # now, not in a worker's first request (th
 
 from activity.services.tracking import batches  # noqa: E402 (once Django is set up)
 
-application = Front(OneThread(django_application), settings.DATA_UPLOAD_MAX_MEMORY_SIZE, on_shutdown=batches.flush)
+application = Front(
+    Streams(OneThread(django_application), get_asgi_application()),
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+    on_shutdown=batches.flush,
+)

@@ -9,7 +9,10 @@ worker processes (default ``default_workers()``, one per CPU this process may ru
 Django on one thread of its own: the service's requests are Python work with short waits on Redis
 and the database, so more threads per process only contend for the GIL, and more processes than
 CPUs only take turns on them (granian warns at start when the workers outnumber the CPUs). A worker
-that dies is started again. Any other granian option goes through its own ``GRANIAN_*`` environment
+that dies is started again. A worker serves up to ``BACKPRESSURE`` requests at once (granian's
+default, its backlog over the workers, is 1,024 for a one-worker server): each open live stream is
+one (``GET /api/v1/live/``, docs/live.md), so a worker holds thousands of dashboards open and still
+takes new requests. Any other granian option goes through its own ``GRANIAN_*`` environment
 variables (``GRANIAN_ACCESS_LOG=1``, for example).
 """
 
@@ -19,6 +22,7 @@ import os
 from collections.abc import Mapping
 
 APPLICATION = "project.asgi:application"
+BACKPRESSURE = 8192  # requests a worker serves at once, open live streams included
 
 
 def default_workers() -> int:
@@ -48,6 +52,8 @@ def granian_command(python: str, env: Mapping[str, str], application: str = APPL
         "--no-ws",
         "--http1-header-read-timeout",
         str(header_timeout_ms),
+        "--backpressure",
+        str(BACKPRESSURE),
         "--respawn-failed-workers",
         application,
     ]

@@ -11,7 +11,7 @@ from activity import clock, conf, metrics
 from activity.calendar import day_of
 from activity.events import Event
 from activity.expiring import ExpiringCache
-from activity.services import funnels, groups, traffic
+from activity.services import funnels, groups, pages_now, traffic
 from activity.services.sessions import page_path
 from activity.store import audience as audience_store
 from activity.store import groups as group_store
@@ -44,7 +44,7 @@ def record_events(
     ``services.idempotency``) they are written only by the attempt that holds it, and only once.
 
     ``visitors`` are anonymous visits (32-hex-digit id, ts): visitors, never users;
-    ``visitor_views`` the page views among them (id, ts, path), which funnels take. ``names`` maps
+    ``visitor_views`` the page views among them (id, ts, path), which funnels and pages now take. ``names`` maps
     user ids to the usernames the reports sort by. ``kind`` is ``traffic.classify``'s: a bot's
     events, and a machine's unless ``ACTIVITY_COUNT_MACHINES``, only move last seen; either's
     ``requests`` count in the day's figure of its kind. A page view older than
@@ -94,11 +94,12 @@ def record_events(
         visits = {(bytes.fromhex(visitor), day) for visitor, day in anonymous}
         new = audience_store.queue_visits(pipe, user_visits, visits, now)
         audience_store.queue_actives(pipe, actives, now)
-        funnel_views = [(funnels.user_person(view.user), view.ts, view.path) for view in views]
+        person_views = [(funnels.user_person(view.user), view.ts, view.path) for view in views]
         for visitor, ts, raw in visitor_views:
             if (path := viewed(raw, ts := round(ts, 3))) is not None:
-                funnel_views.append((funnels.visitor_person(visitor), ts, path))
-        funnels.queue_views(pipe, funnel_views, now)
+                person_views.append((funnels.visitor_person(visitor), ts, path))
+        funnels.queue_views(pipe, person_views, now)
+        pages_now.queue_views(pipe, person_views, now)
     if kind != traffic.PERSON:
         audience_store.queue_traffic(pipe, kind, day_of(now), now, requests)
     groups_of = group_store.GroupIndexes(pipe, latest)

@@ -168,6 +168,7 @@ def _holds_activity(found: store.Footprint) -> bool:
         or found.first_visit_day is not None
         or found.first_active_day is not None
         or found.funnels["latest_view"] is not None
+        or found.page_now is not None
     )
 
 
@@ -211,6 +212,9 @@ def export(user: str) -> dict[str, Any] | None:
         "first_visit": _day(found.first_visit_day),
         "first_active": _day(found.first_active_day),
         "funnels": found.funnels,
+        "page_now": None
+        if found.page_now is None
+        else {"path": found.page_now[0], "ts": found.page_now[1], "at": iso(found.page_now[1])},
         "erased_until": iso(found.tombstone) if found.tombstone is not None and found.tombstone > now else None,
         "database": None
         if row is None

@@ -495,3 +495,32 @@ def funnel_counts(partition: int, month: str) -> str:
     funnel in that period (``d:YYYYMMDD``, ``w:YYYYWww``, ``m:YYYYMM``), for entries in ``month``;
     lives until the longest window and ``KEEP_DAYS`` have passed after the month."""
     return f"{prefix()}{{fn:{partition}}}:counts:{month}"
+
+
+# --- pages now (docs/live.md): the online people's latest pages, under one tag {now}: a read ranks
+# every page in one command. Each write gives the three keys the online window plus the future skew
+# a ts may have, so once no view came for that long (everyone offline) they go whole.
+
+
+def now_ttl() -> int:
+    """Seconds the keys live after a view: the online window and the skew a view's ts may be ahead by."""
+    return conf.settings.ONLINE_WINDOW + conf.settings.MAX_FUTURE_SKEW + 1
+
+
+@family("{now}:latest", "zset", fixed(now_ttl))
+def now_latest() -> str:
+    """Sorted set: person (``u:<user>`` or ``v:<visitor>``) -> time of the person's latest page view,
+    for the people not yet taken out as offline."""
+    return f"{prefix()}{{now}}:latest"
+
+
+@family("{now}:page", "hash", fixed(now_ttl))
+def now_page() -> str:
+    """Hash: person -> the path of the person's latest page view (the people of ``now_latest``)."""
+    return f"{prefix()}{{now}}:page"
+
+
+@family("{now}:people", "zset", fixed(now_ttl))
+def now_people() -> str:
+    """Sorted set: path -> minus the number of people in ``now_latest`` whose latest page it is."""
+    return f"{prefix()}{{now}}:people"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from activity.store import funnels, keys
+from activity.store import funnels, keys, pages_now
 from activity.store.client import Client, Reply
 from activity.store.last_seen import partition_of
 from activity.store.scripts import LuaScript, Pipeline
@@ -62,6 +62,8 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     pipe = client.pipeline(transaction=False)
     calls = [
         _queue_erase(pipe, progress_tombstones, where.person, [(progress, "del")], now, until),
+        _queue_erase(pipe, pages_now.tombstones_key(), where.person, [], now, until),
+        pages_now.queue_forget(pipe, where.person),
         _queue_erase(pipe, part.tombstones, user, ls, now, until),
         _queue_erase(pipe, keys.tombstones("pv"), user, pv, now, until),
         _queue_erase(pipe, keys.tombstones("au"), where.digest, au, now, until),
@@ -95,6 +97,7 @@ class Footprint:
     first_active_day: int | None  # day number of the first activity (retention cohorts); None: none known
     tombstone: float | None  # when the user's tombstone in last seen expires (a recent erase)
     funnels: dict[str, Any]  # the user's progress in the funnels (``store.funnels.progress``)
+    page_now: tuple[str, float] | None  # (path, ts) of the latest page view while online
 
 
 def footprint(client: Client, where: Where) -> Footprint:
@@ -114,11 +117,13 @@ def footprint(client: Client, where: Where) -> Footprint:
         pipe.hget(key, where.visitor)
     pipe.hget(keys.dense_ids(), where.digest)
     pipe.get(funnels.person_keys(where.person)[0])
+    pipe.hget(keys.now_page(), where.person)
+    pipe.zscore(keys.now_latest(), where.person)
     replies = pipe.execute()
     seen, dirty, claimed, tombstone, session, pttl, (name, *views), aliases, groups = replies[:9]
     visits = 9 + len(where.visitor_hashes)
     first = next((day for day in replies[9:visits] if day is not None), None)
-    dense, progress = replies[visits : visits + 2]
+    dense, progress, page_now, page_now_ts = replies[visits : visits + 4]
     first_active, bits = None, [0] * len(where.day_bitmaps)
     if dense is not None:
         dense = int(dense)
@@ -144,4 +149,5 @@ def footprint(client: Client, where: Where) -> Footprint:
         first_active_day=first_active,
         tombstone=tombstone,
         funnels=funnels.progress(progress),
+        page_now=None if page_now is None else (page_now, page_now_ts),
     )

@@ -8,10 +8,15 @@ proxy lock no one else out."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from importlib import import_module
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
+from django.http import HttpRequest
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed
@@ -51,3 +56,33 @@ class CachedTokenAuthentication(TokenAuthentication):
 @receiver(post_save, sender=Token)
 def _forget_token(sender: type[Token], instance: Token, **kwargs: Any) -> None:
     tokens.forget(instance.key)
+
+
+def still_allowed(request: Request, permission: str) -> Callable[[], bool]:
+    """A check, for a long answer (the live stream), that its caller may still read it: the token
+    still valid, read again from the database (not the process's cache), or the same session still
+    signed in as the same user; and the user still holding ``permission``."""
+    user_pk = request.user.pk
+    if isinstance(request.auth, Token):
+        key = request.auth.key
+
+        def current_user() -> Any:
+            try:
+                return TokenAuthentication().authenticate_credentials(key)[0]
+            except AuthenticationFailed:
+                return None
+
+    else:
+        session_key = request.session.session_key
+        store = import_module(settings.SESSION_ENGINE).SessionStore
+
+        def current_user() -> Any:
+            signed_in = HttpRequest()
+            signed_in.session = store(session_key)
+            return get_user(signed_in)
+
+    def check() -> bool:
+        user = current_user()
+        return user is not None and user.is_authenticated and user.pk == user_pk and user.has_perm(permission)
+
+    return check

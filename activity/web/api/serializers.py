@@ -30,6 +30,7 @@ from activity.events import (
 from activity.funnel_rules import MAX_STEPS, MIN_STEPS, STEP_PATTERN, validate_steps
 from activity.models import Funnel
 from activity.services import funnels
+from activity.services.pages_now import MAX_N as PAGES_NOW_MAX
 from activity.services.recommendations import MAX_RESULTS
 from activity.services.reports import REPORT_PERIODS
 from activity.web.api.pagination import CURSOR_PATTERN, MAX_CURSOR_LENGTH, decode_cursor
@@ -260,6 +261,35 @@ class StatsSerializer(serializers.Serializer):
     day = serializers.DateField(help_text="The day the figures are for, in ACTIVITY_TIME_ZONE.")
 
 
+class PagesNowQuerySerializer(QuerySerializer):
+    """``?n=`` of ``GET /api/v1/pages/now/``."""
+
+    n = QueryIntegerField(
+        min_value=1,
+        max_value=PAGES_NOW_MAX,
+        required=False,
+        default=10,
+        help_text=f"How many pages, 1-{PAGES_NOW_MAX}.",
+    )
+
+
+class PageNowSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    people = serializers.IntegerField(help_text="People online whose latest page view is this page.")
+
+
+class PagesNowSerializer(serializers.Serializer):
+    window = serializers.IntegerField(help_text="The online window, seconds (ACTIVITY_ONLINE_WINDOW).")
+    results = PageNowSerializer(many=True, help_text="Most people first, ties by path.")
+
+
+class LiveStatsSerializer(StatsSerializer):
+    """The data of each ``stats`` event of ``GET /api/v1/live/``."""
+
+    page_views = DayCountSerializer(help_text="Page views today (in ACTIVITY_TIME_ZONE).")
+    pages_now = PageNowSerializer(many=True, help_text="The first 10 of GET /api/v1/pages/now/.")
+
+
 class PageQuerySerializer(_PageSizeSerializer):
     """``?page=&page_size=`` of page-numbered lists (DRF's PageNumberPagination parameters), bounded
     so the offset always fits Redis."""
@@ -466,6 +496,8 @@ class ExportSerializer(serializers.Serializer):
         allow_null=True,
         help_text="The day of the first activity the retention cohorts know; null when none.",
     )
+    funnels = serializers.JSONField(help_text="The user's progress in the funnels (docs/funnels.md).")
+    page_now = PageViewSerializer(allow_null=True, help_text="The latest page while online (pages now).")
     erased_until = serializers.CharField(allow_null=True, help_text="Set while a recent erase keeps the id tombstoned.")
     database = ExportRowSerializer(allow_null=True, help_text="The flushed row.")
 

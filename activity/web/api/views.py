@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotAcceptable, NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -25,12 +28,16 @@ from activity.services import (
     idempotency,
     ingest,
     last_seen,
+    live,
+    pages_now,
     privacy,
     recommendations,
     reports,
     sessions,
 )
+from activity.web.api import live as live_stream
 from activity.web.api import serializers as s
+from activity.web.api.authentication import still_allowed
 from activity.web.api.openapi import HEADERS, operation, responses
 from activity.web.api.pagination import next_link, page_links
 from activity.web.api.permissions import (
@@ -148,6 +155,48 @@ class OnlineView(ServiceView):
                 "results": [{"user": user, "ts": ts, "last_seen": iso(ts)} for user, ts in page],
             }
         )
+
+
+class PagesNowView(ServiceView):
+    """The pages the people online are on, most people first (activity.services.pages_now)."""
+
+    permission_classes = [CanView]
+
+    @operation(parameters=[s.PagesNowQuerySerializer, *HEADERS], responses=responses({200: s.PagesNowSerializer}, 400))
+    def get(self, request: Request) -> Response:
+        query = s.PagesNowQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        return Response({"window": conf.settings.ONLINE_WINDOW, "results": pages_now.top(query.validated_data["n"])})
+
+
+class LiveView(ServiceView):
+    """Server-Sent Events: the stats and pages now, at once and on each change (``web.api.live``),
+    for a request that accepts ``text/event-stream``; any other gets the figures once, as JSON.
+    Streamed by an ASGI server, holding no thread; a WSGI server would hold one per client, so there
+    it is refused (406) and the dashboard refreshes instead."""
+
+    permission_classes = [CanView]
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        return super().perform_content_negotiation(request, force=True)  # errors are JSON, whatever asked
+
+    @operation(
+        parameters=HEADERS,
+        responses=responses({200: s.LiveStatsSerializer}, 406),
+        description="With `Accept: text/event-stream`: an `event: stats` at once and within a second of each "
+        "change (at most one a second), its `data` this JSON on one line; a comment line at least every 15 s; the "
+        "stream ends once the caller's token or session no longer gives the permission. 406 under a WSGI server.",
+    )
+    def get(self, request: Request) -> HttpResponseBase:
+        if live_stream.MEDIA_TYPE not in request.META.get("HTTP_ACCEPT", ""):
+            return Response(live.snapshot())
+        if not isinstance(request._request, ASGIRequest):
+            raise NotAcceptable("The live stream needs an ASGI server (make run's); this one serves WSGI.")
+        allowed = sync_to_async(still_allowed(request, CanView.permission))
+        response = StreamingHttpResponse(live_stream.events(allowed), content_type=live_stream.MEDIA_TYPE)
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
+        return response
 
 
 class StatsView(ServiceView):

@@ -3,14 +3,18 @@ server. Log in as staff, find the retention heatmap equal to ``GET /api/v1/reten
 users, then for a group through the picker) and a funnel's bars equal to
 ``GET /api/v1/funnels/<id>/`` (today, then this month through the picker), watch the live refresh
 bring new figures equal to ``GET /api/v1/stats/`` and a group's row of the top groups equal to
-``GET /api/v1/groups/<id>/active/``, then open a user's activity page and find their session.
-Screenshots go to tests/artifacts/.
+``GET /api/v1/groups/<id>/active/``, then open a user's activity page and find their session; and,
+under ``make run``'s server, the tiles following the live stream. Screenshots go to tests/artifacts/.
 
 Without chromium installed the test is skipped, or fails under ``ACTIVITY_REQUIRE_BROWSER`` (the
 ``chromium`` fixture of conftest.py).
 """
 
 from __future__ import annotations
+
+import json
+import time
+import urllib.request
 
 import pytest
 from django.contrib.auth.models import Group
@@ -20,7 +24,9 @@ from activity.admin import dashboard
 from activity.events import Event
 from activity.models import Funnel
 from activity.services import flush, ingest
+from tests import served
 from tests.conftest import ARTIFACTS
+from tests.served import served_site
 from tests.test_admin import STATS_FIGURES, api_figure
 
 PASSWORD = "correct horse battery staple"
@@ -129,3 +135,37 @@ def test_staff_sees_live_figures_equal_to_the_stats_api_and_a_users_session(
         page.screenshot(path=str(ARTIFACTS / "user-activity.png"), full_page=True)
     finally:
         context.close()
+
+
+def test_the_dashboard_follows_the_live_stream_under_make_runs_server(chromium, tmp_path, redis_client):
+    """Under granian (the stream needs an ASGI server): the page opens the stream, and a page view
+    posted to the API shows in the tiles, "pages now" and today's bar within 2 s, with no refresh of
+    the panel (that comes once a minute)."""
+    with served_site(tmp_path) as site:
+        context = chromium.new_context(viewport={"width": 1400, "height": 1100})
+        page = context.new_page()
+        try:
+            page.goto(f"{site.base}/admin/login/?next=/admin/activity/dashboard/")
+            page.fill("#id_username", served.USERNAME)
+            page.fill("#id_password", served.PASSWORD)
+            page.click("input[type=submit]")
+            page.wait_for_function("() => +document.getElementById('activity-panel').dataset.events >= 1")
+            online = int(page.text_content("[data-figure=online]"))
+            posted = time.monotonic()
+            body = json.dumps({"events": [{"user": "live-9", "path": "/just-now"}]}).encode()
+            headers = {"Authorization": f"Token {site.token}", "Content-Type": "application/json"}
+            urllib.request.urlopen(urllib.request.Request(f"{site.base}/api/v1/events/", body, headers)).close()
+            page.wait_for_function(
+                f"() => +document.querySelector('[data-figure=online]').textContent > {online}"
+                " && document.getElementById('activity-pages-now').textContent.includes('/just-now')",
+                timeout=2000,
+            )
+            assert time.monotonic() - posted < 2
+            stats = page.request.get(f"{site.base}/api/v1/stats/").json()
+            assert page.get_attribute("svg[data-live='active.day'] rect.live", "data-value") == str(
+                stats["active"]["day"]
+            )
+            assert page.get_attribute("#activity-panel", "data-refreshes") == "0"
+            page.screenshot(path=str(ARTIFACTS / "dashboard-live.png"), full_page=True)
+        finally:
+            context.close()

@@ -15,8 +15,12 @@ WIDTH, HEIGHT = 600, 160
 TOP, BOTTOM, LEFT, RIGHT = 12, 22, 44, 8  # margins: value labels left, day labels below
 
 
-def bar_chart(label: str, points: Sequence[tuple[date, int | None]], highlight: date | None = None) -> SafeString:
-    """Bars for (day, value) points, oldest first; a None value (no figure) draws a hollow stub."""
+def bar_chart(
+    label: str, points: Sequence[tuple[date, int | None]], highlight: date | None = None, live: str = ""
+) -> SafeString:
+    """Bars for (day, value) points, oldest first; a None value (no figure) draws a hollow stub.
+    ``live`` names the figure of the live stream's events that the highlighted bar follows
+    (``active.day``): the page's script redraws the bars with it (``data-plot-*`` give the scale)."""
     peak = max((value for _, value in points if value), default=0) or 1
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     step = plot_w / max(len(points), 1)
@@ -57,15 +61,18 @@ def bar_chart(label: str, points: Sequence[tuple[date, int | None]], highlight: 
         else ""
     )
     return format_html(
-        '<svg class="activity-chart" viewBox="0 0 {w} {h}" role="img" aria-label="{label}">'
+        '<svg class="activity-chart" viewBox="0 0 {w} {h}" role="img" aria-label="{label}" data-live="{live}" '
+        'data-plot-top="{top}" data-plot-height="{plot_h}">'
         '<line class="grid" x1="{left}" x2="{right}" y1="{top}" y2="{top}"/>'
         '<line class="grid" x1="{left}" x2="{right}" y1="{base}" y2="{base}"/>'
-        '<text class="axis end" x="{tick}" y="{top_text}">{peak}</text>'
+        '<text class="axis end peak" x="{tick}" y="{top_text}">{peak}</text>'
         '<text class="axis end" x="{tick}" y="{base}">0</text>'
         "{rects}{days}</svg>",
         w=WIDTH,
         h=HEIGHT,
         label=label,
+        live=live,
+        plot_h=plot_h,
         left=LEFT,
         right=WIDTH - RIGHT,
         top=TOP,

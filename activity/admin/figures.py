@@ -8,7 +8,7 @@ from datetime import date, timedelta
 
 from activity import clock
 from activity.models import DailyRollup
-from activity.services import audience, flush, groups, recommendations, reports, sessions
+from activity.services import audience, flush, groups, live, pages_now, recommendations, reports, sessions
 
 TOP_PATHS = 10
 MOST_ACTIVE_ROWS = 10
@@ -42,6 +42,7 @@ class Overview:
     most_active_cache: str  # hit, stale or miss, as the report API's X-Cache
     flush: flush.FlushStatus
     top_groups: groups.TopGroups
+    pages_now: list[dict[str, object]]  # the pages the people online are on, most first
 
 
 def daily_figures(today: date, stats: audience.Stats, days: int) -> list[DayFigures]:
@@ -84,4 +85,5 @@ def overview() -> Overview:
         most_active_cache=cache,
         flush=flush.status(),
         top_groups=groups.top_active_today(TOP_GROUPS),
+        pages_now=pages_now.top(live.PAGES_NOW_SHOWN),
     )

@@ -41,6 +41,7 @@ SMOKE: dict[str, tuple[list[str], dict[str, str]]] = {
     "http": (["--seconds", "1", "--rounds", "1", "--connections", "4"], {}),
     "junk_paths": (["--paths", "1000", "--lengths", "20", "200"], {}),
     "last_seen": (["--events", "2000", "--users", "500", "--writers", "2", "--updates", "200", "--rounds", "1"], {}),
+    "live": (["--streams", "100", "--rounds", "1", "--seconds", "1", "--connections", "4"], {}),
     "membership": (["--ids", "5000"], {}),
     "reports": (["--users", "500", "--readers", "4", "--seconds", "0.5"], {}),
     # The bench waits a session window for the seed's session lists to expire: 5 s, not 60.
@@ -52,7 +53,7 @@ SMOKE: dict[str, tuple[list[str], dict[str, str]]] = {
     "slow_clients": (["--seconds", "3", "--sockets", "8"], {}),
     "transitions": (["--users", "100", "--pages", "20", "--views", "200", "--batch", "100", "--rounds", "1"], {}),
 }
-NEEDS_WRK = {"gc_pauses", "http", "servers"}
+NEEDS_WRK = {"gc_pauses", "http", "live", "servers"}
 
 
 def benches() -> list[str]:

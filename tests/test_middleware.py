@@ -65,10 +65,15 @@ def test_anonymous_visit_is_one_round_trip_and_never_a_user(redis_client, db):
         visitor.get("/pricing")  # the first recorded visit
     assert (seen.client_sends, seen.server_reads) == (1, 1)
     # The same visitor again that day: already recorded, and this process remembers it (for
-    # ingest.DAY_WRITES_CACHE seconds), so nothing is sent at all.
+    # ingest.DAY_WRITES_CACHE seconds), so only the page view goes, into the visitor's session (one
+    # script call, for a sign-in to move: docs/visitors.md#signing-in); a request that is no page
+    # view sends nothing at all.
     with probe(redis_client) as again:
         visitor.get("/pricing")
-    assert (again.client_sends, again.server_reads) == (0, 0)
+    assert (again.client_sends, again.server_reads) == (1, 1)
+    with probe(redis_client) as no_page:
+        visitor.head("/pricing")
+    assert (no_page.client_sends, no_page.server_reads) == (0, 0)
     assert stored(redis_client) == {}
 
 

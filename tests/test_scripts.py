@@ -29,6 +29,7 @@ from activity.services import (
     recommendations,
     reports,
     sessions,
+    signin,
     sweep,
 )
 from activity.store import keys
@@ -268,6 +269,10 @@ def test_every_script_runs_and_touches_only_declared_keys(redis_client, django_c
         events = [Event(user, now, f"/p{n}") for n, user in enumerate(ids)]
         ingest.record_events(events, visitors=[(secrets.token_hex(16), now)], names={ids[0]: "s0"})
         ingest.record_events([Event(ids[0], now + 1, "/p1")])  # a transition
+        visitor = secrets.token_hex(16)  # a visitor's page views, then a sign-in merging its progress
+        # A second on: ``now`` rounded to the millisecond may fall before the funnel's creation.
+        ingest.record_events([], visitors=[(visitor, now + 1)], visitor_views=[(visitor, now + 1, "/p0")])
+        assert signin.continue_visitor(visitor, ids[1]).funnels == "merged"
         idempotency.once(
             "scripts-test",
             "key",

@@ -28,6 +28,7 @@ from activity.services import (
     rate_limits,
     recommendations,
     reports,
+    signin,
     sweep,
     traffic,
 )
@@ -68,6 +69,9 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "dense_ids": ((), LONG),
     "dense_ids_next": ((), LONG),
     "session": (("42",), 60),
+    "visitor_session": ((3, "0123456789abcdef0123456789abcdef"), 60),
+    "visitor_link": ((3, "0123456789abcdef0123456789abcdef"), 365 * DAY),
+    "linked_visitors": (("42",), 365 * DAY),
     "viewer": (("42",), 15 * DAY),
     "former_display_name": (("42",), 15 * DAY),
     "sessions_started": (("20261123",), 8 * DAY),
@@ -216,6 +220,10 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
     ingest.record_events([Event(user="alice", ts=now + 0.6, path="/a")], names={"alice": "Alice"})  # renamed
     ingest.record_events([Event(user="gone", ts=now, path="/x")])
     privacy.erase("gone")  # tombstones
+    visitor = secrets.token_hex(16)  # a visitor's session, then a sign-in: its link and joined pages
+    ingest.record_events([], visitors=[(visitor, now)], visitor_views=[(visitor, now, "/pricing")])
+    signin.continue_visitor(visitor, "alice")
+    ingest.record_events([], visitors=[(visitor, now)], visitor_views=[(visitor, now, "/docs")])  # signed out
     idempotency.once(  # a kept answer
         "sweep-test",
         "key",

@@ -136,7 +136,7 @@ def user_person(user: str) -> str:
 
 
 def visitor_person(visitor: str) -> str:
-    return f"v:{visitor}"
+    return store.visitor_person(visitor)
 
 
 # --- definitions --------------------------------------------------------------------------------

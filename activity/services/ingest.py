@@ -11,7 +11,7 @@ from activity import clock, conf, metrics
 from activity.calendar import day_of
 from activity.events import Event
 from activity.expiring import ExpiringCache
-from activity.services import funnels, groups, pages_now, traffic
+from activity.services import funnels, groups, pages_now, signin, traffic
 from activity.services.sessions import page_path
 from activity.store import audience as audience_store
 from activity.store import groups as group_store
@@ -95,11 +95,14 @@ def record_events(
         new = audience_store.queue_visits(pipe, user_visits, visits, now)
         audience_store.queue_actives(pipe, actives, now)
         person_views = [(funnels.user_person(view.user), view.ts, view.path) for view in views]
+        visitor_pages = []
         for visitor, ts, raw in visitor_views:
             if (path := viewed(raw, ts := round(ts, 3))) is not None:
                 person_views.append((funnels.visitor_person(visitor), ts, path))
+                visitor_pages.append((visitor, ts, path))
         funnels.queue_views(pipe, person_views, now)
         pages_now.queue_views(pipe, person_views, now)
+        signin.queue_visitor_views(pipe, visitor_pages, now)  # what a sign-in moves to the user
     if kind != traffic.PERSON:
         audience_store.queue_traffic(pipe, kind, day_of(now), now, requests)
     groups_of = group_store.GroupIndexes(pipe, latest)

@@ -169,6 +169,7 @@ def _holds_activity(found: store.Footprint) -> bool:
         or found.first_active_day is not None
         or found.funnels["latest_view"] is not None
         or found.page_now is not None
+        or found.visitors
     )
 
 
@@ -215,6 +216,7 @@ def export(user: str) -> dict[str, Any] | None:
         "page_now": None
         if found.page_now is None
         else {"path": found.page_now[0], "ts": found.page_now[1], "at": iso(found.page_now[1])},
+        "visitors": [{"visitor": visitor, "linked_at": ts, "at": iso(ts)} for visitor, ts in found.visitors],
         "erased_until": iso(found.tombstone) if found.tombstone is not None and found.tombstone > now else None,
         "database": None
         if row is None

@@ -66,6 +66,11 @@ def _home(visitor: bytes) -> tuple[int, int]:
     return partition % VISITOR_SHARDS, partition
 
 
+def shard_of(visitor: bytes) -> int:
+    """The shard (hash tag ``{vis:N}``) of a visitor id's keys."""
+    return _home(visitor)[0]
+
+
 def _generations(shard: int, day: date) -> list[str]:
     """The shard's hashes an id may be in on ``day``: each live generation's, the newest first."""
     return [keys.visitor_generation(shard, generation) for generation in lifetimes.live_generations(day)]

@@ -17,7 +17,7 @@ from activity import calendar
 from activity.calendar import DAY_SECONDS
 from activity.funnel_rules import MAX_WINDOW
 from activity.store import keys
-from activity.store.client import PER_CALL, Client, Sum, chunks
+from activity.store.client import PER_CALL, Client, Reply, Sum, chunks
 from activity.store.lifetimes import KEEP_DAYS
 from activity.store.scripts import LuaScript, Pipeline
 
@@ -47,6 +47,11 @@ class View:
     person: str  # "u:<user>" or "v:<visitor>"
     ts: float
     matches: tuple[tuple[int, int], ...]
+
+
+def visitor_person(visitor: str) -> str:
+    """A visitor as funnels name people (a user is ``u:<user>``)."""
+    return f"v:{visitor}"
 
 
 def partition_of(person: str) -> int:
@@ -153,3 +158,107 @@ def person_keys(person: str) -> tuple[str, str]:
     """(the person's state, the tombstones of its partition): what an erase and an export name."""
     partition = partition_of(person)
     return keys.funnel_state(partition, person), keys.tombstones(f"fn:{partition}")
+
+
+# --- a sign-in: the visitor's progress continues as the user's (docs/funnels.md#signing-in) -----
+
+REPLACE = LuaScript("funnel_replace")
+
+
+@dataclass(slots=True)
+class Merge:
+    """The two people's states as read (``queue_read``), then what the merge did."""
+
+    visitor: str  # "v:<visitor>"
+    user: str  # "u:<user>"
+    visitor_state: Reply
+    visitor_ttl: Reply  # milliseconds (PTTL)
+    user_state: Reply
+    user_ttl: Reply
+    replaced: Reply | None = None
+
+    @property
+    def value(self) -> str:
+        """``none`` (the visitor had no progress), ``merged``, ``retry`` (the user's state changed
+        since it was read) or ``erased`` (the user is tombstoned)."""
+        if self.replaced is None:
+            return "none"
+        return {1: "merged", 0: "retry"}.get(self.replaced.value, "erased")
+
+
+def queue_read(pipe: Pipeline, visitor: str, user: str) -> Merge:
+    """Queue the reads of both people's states and TTLs (two tags: plain commands, no script)."""
+    found = []
+    for person in (visitor, user):
+        state = person_keys(person)[0]
+        pipe.get(state)
+        found.append(pipe.reply())
+        pipe.pttl(state)
+        found.append(pipe.reply())
+    return Merge(visitor, user, *found)
+
+
+def merge_states(user: str | None, visitor: str | None) -> str | None:
+    """The user's state with the visitor's folded in; None when the visitor has none. Per funnel:
+    the chains in progress of both (per level and day of entry the latest entry, as
+    ``funnel_advance.lua`` keeps one person's), and per period the higher step counted, so the merged
+    person is never counted again at a step either was counted at; the latest view taken is the
+    later of the two."""
+    if not visitor:
+        return None
+    if not user:
+        return visitor
+    (user_t, user_ids, user_raw), (visitor_t, visitor_ids, visitor_raw) = user.split("|", 2), visitor.split("|", 2)
+    merged: dict[str, Any] = json.loads(user_raw) or {}
+    for funnel, theirs in (json.loads(visitor_raw) or {}).items():
+        ours = merged.get(funnel)
+        if not ours:
+            merged[funnel] = theirs
+            continue
+        counted = dict(ours.get("p") or {})
+        for period, step in (theirs.get("p") or {}).items():
+            counted[period] = max(counted.get(period, 0), step)
+        latest: dict[tuple[Any, Any], list[Any]] = {}
+        for chain in [*(ours.get("c") or []), *(theirs.get("c") or [])]:
+            slot = (chain[0], chain[2])
+            if slot not in latest or latest[slot][1] < chain[1]:
+                latest[slot] = chain
+        merged[funnel] = {"p": counted or {}, "c": list(latest.values())}
+    t = user_t if float(user_t) >= float(visitor_t) else visitor_t
+    ids = sorted({*user_ids.strip(",").split(","), *visitor_ids.strip(",").split(",")} - {""}, key=int)
+    return f"{t}|{','.join(['', *ids, ''])}|{json.dumps(merged, separators=(',', ':'))}"
+
+
+def _queue_replace(pipe: Pipeline, person: str, expected: str | None, new: str, ttl_ms: int, now: float) -> Reply:
+    state, tombstones = person_keys(person)
+    return pipe.script(REPLACE, [state, tombstones], [person, repr(now), expected or "", new, max(ttl_ms, 1)])
+
+
+def _ttl(merge: Merge) -> int:
+    """Milliseconds the merged state lives: the longer of the two people's."""
+    return max(int(merge.visitor_ttl.value or 0), int(merge.user_ttl.value or 0), 1000)
+
+
+def queue_merge(pipe: Pipeline, merge: Merge, now: float) -> Merge:
+    """Queue, when the visitor has progress, the user's state replaced by the merge (if unchanged
+    since read) and the visitor's deleted (if unchanged: a view landing between stays the visitor's)."""
+    merged = merge_states(merge.user_state.value, merge.visitor_state.value)
+    if merged is not None:
+        merge.replaced = _queue_replace(pipe, merge.user, merge.user_state.value, merged, _ttl(merge), now)
+        _queue_replace(pipe, merge.visitor, merge.visitor_state.value, "", 1, now)
+    return merge
+
+
+def merge_again(client: Client, merge: Merge, now: float) -> str:
+    """Read the user's state again and merge the visitor's (as read the first time) into it: two
+    round trips."""
+    pipe = client.pipeline(transaction=False)
+    again = queue_read(pipe, merge.visitor, merge.user)
+    pipe.execute()
+    merge.user_state, merge.user_ttl = again.user_state, again.user_ttl
+    merged = merge_states(merge.user_state.value, merge.visitor_state.value)
+    if merged is None:
+        return "none"
+    merge.replaced = _queue_replace(pipe, merge.user, merge.user_state.value, merged, _ttl(merge), now)
+    pipe.execute()
+    return merge.value

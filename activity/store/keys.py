@@ -151,6 +151,26 @@ def unique_visitors_month(month: str) -> str:
     return f"{prefix()}{{uv}}:month:{month}"
 
 
+# A visitor's link to the user they signed in as, and the visitor's current session (its pages, for
+# a sign-in to move): both in the visitor's shard's tag, so the link and its first-visit entry are
+# one script's keys. Named by the visitor id (32 hex digits), apart from users' keys: a user id may
+# be 32 hex digits too (docs/visitors.md#signing-in).
+VISITOR_LINK_DAYS = 365  # the visitor cookie's age (web.middleware.VISITOR_COOKIE_AGE)
+
+
+@family("{vis:<shard>}:link:<visitor>", "string", fixed(lambda: VISITOR_LINK_DAYS * 86400))
+def visitor_link(shard: int, visitor: str) -> str:
+    """String: the user id the visitor signed in as, for as long as the visitor cookie lives."""
+    return f"{prefix()}{{vis:{shard}}}:link:{visitor}"
+
+
+@family("{vis:<shard>}:session:<visitor>", "list", fixed(lambda: conf.settings.SESSION_WINDOW))
+def visitor_session(shard: int, visitor: str) -> str:
+    """List: the visitor's current navigation session (entries as ``session``'s, in arrival order),
+    the newest ``ACTIVITY_SESSION_MAX_PAGES`` kept, renewed by each page view: what a sign-in moves."""
+    return f"{prefix()}{{vis:{shard}}}:session:{visitor}"
+
+
 # --- people: the dense id map and the bitmaps it indexes (docs/key-schema.md) ------------------
 # A person (any user id the API accepts) gets a small integer once, on their first event; every
 # {au} bitmap and the first-day field are indexed by it, so memory follows people, not ids.
@@ -218,6 +238,13 @@ def session(user: str) -> str:
     """List: the user's current navigation session, sorted by ts, oldest page first, renewed by
     each view it takes."""
     return f"{prefix()}{PV_TAG}:session:{user}"
+
+
+@family("{pv}:linked:<user>", "zset", fixed(lambda: VISITOR_LINK_DAYS * 86400))
+def linked_visitors(user: str) -> str:
+    """Sorted set: the visitor ids that signed in as the user -> when, the newest
+    ``services.signin.MAX_LINKED`` kept, renewed by each sign-in: what an erase and an export find."""
+    return f"{prefix()}{PV_TAG}:linked:{user}"
 
 
 @family("{pv}:viewer:<user>", "hash", lifetimes.page_stats(weekly=True))

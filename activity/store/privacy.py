@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from activity.store import funnels, keys, pages_now
+from activity import calendar
+from activity.store import audience, funnels, keys, pages_now
 from activity.store.client import Client, Reply
 from activity.store.last_seen import partition_of
 from activity.store.scripts import LuaScript, Pipeline
@@ -52,7 +53,7 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     pv += [(keys.viewers_by_name(period), "byname") for period in where.page_periods]
     pv += [(keys.viewers_by_name_pending(period), "pending") for period in where.page_periods]
     pv += [(keys.top_viewers(period), "zrem") for period in where.page_periods]
-    pv += [(keys.session(user), "del"), (keys.recommendations(user), "del")]
+    pv += [(keys.session(user), "del"), (keys.recommendations(user), "del"), (keys.linked_visitors(user), "del")]
     pv += [(key, "del") for copy in where.report_copies for key in (keys.report_rows(copy), keys.report_meta(copy))]
     au = [(keys.dense_ids(), "map"), *((bitmap, "bit") for bitmap in where.bitmaps), (keys.first_day(), "u16")]
 
@@ -60,6 +61,8 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     ls = [(part.seen, "zrem"), (part.dirty, "zrem")]
     progress, progress_tombstones = funnels.person_keys(where.person)
     pipe = client.pipeline(transaction=False)
+    pipe.zrange(keys.linked_visitors(user), 0, -1)  # read before the {pv} erase below deletes it
+    visitors = pipe.reply()
     calls = [
         _queue_erase(pipe, progress_tombstones, where.person, [(progress, "del")], now, until),
         _queue_erase(pipe, pages_now.tombstones_key(), where.person, [], now, until),
@@ -75,7 +78,28 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
         pipe.delete(key)
     pipe.smembers(keys.user_groups(user))
     results = pipe.execute()
+    if visitors.value:
+        calls += _erase_visitors(client, visitors.value, now, until)
     return sum(call.value for call in calls), sorted(results[-1])
+
+
+def _erase_visitors(client: Client, visitors: Sequence[str], now: float, until: float) -> list[Reply]:
+    """Erase the visitors linked to an erased user (at most ``services.signin.MAX_LINKED``), each
+    tombstoned in its slots: its link, session, first visit and funnel progress. One round trip."""
+    day = calendar.day_of(now)
+    pipe = client.pipeline(transaction=False)
+    calls = []
+    for visitor in visitors:
+        raw = bytes.fromhex(visitor)
+        shard = audience.shard_of(raw)
+        hashes, tombstones = audience.visitor_home(raw, day)
+        cleaned = [(keys.visitor_link(shard, visitor), "del"), (keys.visitor_session(shard, visitor), "del")]
+        calls.append(_queue_erase(pipe, tombstones, raw, [*cleaned, *((key, "hdel") for key in hashes)], now, until))
+        person = funnels.visitor_person(visitor)
+        state, state_tombstones = funnels.person_keys(person)
+        calls.append(_queue_erase(pipe, state_tombstones, person, [(state, "del")], now, until))
+    pipe.execute()
+    return calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +122,7 @@ class Footprint:
     tombstone: float | None  # when the user's tombstone in last seen expires (a recent erase)
     funnels: dict[str, Any]  # the user's progress in the funnels (``store.funnels.progress``)
     page_now: tuple[str, float] | None  # (path, ts) of the latest page view while online
+    visitors: list[tuple[str, float]]  # (visitor id, when linked) of the visitors that signed in as the user
 
 
 def footprint(client: Client, where: Where) -> Footprint:
@@ -119,6 +144,8 @@ def footprint(client: Client, where: Where) -> Footprint:
     pipe.get(funnels.person_keys(where.person)[0])
     pipe.hget(keys.now_page(), where.person)
     pipe.zscore(keys.now_latest(), where.person)
+    pipe.zrange(keys.linked_visitors(user), 0, -1, withscores=True)
+    linked = pipe.reply()
     replies = pipe.execute()
     seen, dirty, claimed, tombstone, session, pttl, (name, *views), aliases, groups = replies[:9]
     visits = 9 + len(where.visitor_hashes)
@@ -150,4 +177,5 @@ def footprint(client: Client, where: Where) -> Footprint:
         tombstone=tombstone,
         funnels=funnels.progress(progress),
         page_now=None if page_now is None else (page_now, page_now_ts),
+        visitors=[(visitor, when) for visitor, when in linked.value],
     )

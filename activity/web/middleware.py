@@ -15,14 +15,15 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.conf import settings as django_settings
+from django.contrib.auth.signals import user_logged_in
 from django.core.signing import BadSignature, Signer
 from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
 from activity import clock, conf
-from activity.errors import InvalidValue
+from activity.errors import InvalidValue, StoreUnavailable
 from activity.events import MAX_PATH_LENGTH, Event, clean_user
-from activity.services import tracking, traffic
+from activity.services import signin, tracking, traffic
 from activity.services.tracking import Activity
 
 logger = logging.getLogger("activity.web.middleware")
@@ -154,9 +155,28 @@ def page_view_path(request: HttpRequest, response: HttpResponse) -> str | None:
     return request.get_full_path()[:MAX_PATH_LENGTH]
 
 
+def continue_visitor(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
+    """``user_logged_in``: a browser holding our visitor cookie signed in, so the visitor continues
+    as the user (``services.signin``): its session's pages, its funnel progress, and a link. Fails
+    open as tracking does: Redis failing never fails the sign-in."""
+    if request is None or not visitor_cookies_allowed(request) or tracking.fail_open.paused():
+        return
+    visitor = visitor_from_cookie(request.COOKIES.get(VISITOR_COOKIE_NAME, ""))
+    if visitor is None:
+        return
+    try:
+        signin.continue_visitor(visitor, clean_user(str(user.pk)))
+    except InvalidValue:
+        return
+    except StoreUnavailable as error:
+        tracking.fail_open.failed(error)
+
+
 class ActivityMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
+        # Where the visitor cookie is given, a sign-in continues the visitor; once per process.
+        user_logged_in.connect(continue_visitor, dispatch_uid="activity.continue_visitor")
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)

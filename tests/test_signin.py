@@ -248,6 +248,8 @@ def test_erase_removes_the_links_and_the_export_shows_them(at, staff_api, redis_
     generation = keys.visitor_generation(shard, lifetimes.generation_of(DAY))
     assert not redis_client.hexists(generation, bytes.fromhex(VISITOR))  # its first visit too
     assert staff_api.get("/api/v1/users/42/activity/export/").status_code == 404
+    signin.continue_visitor(VISITOR, "42")  # signing in while tombstoned links nothing
+    assert signin.linked("42") == [] and signin.linked_user(VISITOR) is None
 
 
 def test_the_user_deleted_signal_erases_the_links(at, django_capture_on_commit_callbacks, admin_user):

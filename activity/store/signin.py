@@ -99,6 +99,8 @@ def continue_visitor(
         pipe.delete(session)
     merged = funnels.queue_merge(pipe, progress, now)
     pipe.execute()
+    if joined.value == -1:  # the user was erased lately: no link of theirs stays behind
+        client.delete(keys.visitor_link(shard, visitor))
     outcome = merged.value
     for _ in range(MERGE_TRIES - 1):
         if outcome != "retry":

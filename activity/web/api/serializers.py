@@ -472,6 +472,12 @@ class ExportRowSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
+class ExportVisitorSerializer(serializers.Serializer):
+    visitor = serializers.CharField(help_text="The visitor id (32 hex digits) of the browser's cookie.")
+    linked_at = serializers.FloatField(help_text="When it signed in as the user, epoch seconds.")
+    at = serializers.CharField()
+
+
 class ExportSerializer(serializers.Serializer):
     """Response shape of ``GET /api/v1/users/<user>/activity/export/`` (schema only)."""
 
@@ -498,6 +504,7 @@ class ExportSerializer(serializers.Serializer):
     )
     funnels = serializers.JSONField(help_text="The user's progress in the funnels (docs/funnels.md).")
     page_now = PageViewSerializer(allow_null=True, help_text="The latest page while online (pages now).")
+    visitors = ExportVisitorSerializer(many=True, help_text="Visitor ids that signed in as the user, oldest first.")
     erased_until = serializers.CharField(allow_null=True, help_text="Set while a recent erase keeps the id tombstoned.")
     database = ExportRowSerializer(allow_null=True, help_text="The flushed row.")
 

@@ -108,6 +108,9 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "cohort_scratch": (("ab12", "cohort"), GONE),
     "retention_table": (("first_seen:day:7:7:all:20261123",), GONE),
     "idempotency": (("ab12",), GONE),
+    "now_latest": ((), 361),  # the online window, the future skew and a second
+    "now_page": ((), 361),
+    "now_people": ((), 361),
 }
 # Functions of keys.py that build no key of their own: SORT / SCAN patterns and the declarations.
 HELPERS = {
@@ -126,6 +129,7 @@ HELPERS = {
     "viewer_pattern",
     "former_viewer_patterns",
     "former_viewer_parts",
+    "now_ttl",
 }
 
 

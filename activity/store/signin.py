@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from activity import calendar
 from activity.calendar import day_name
-from activity.store import audience, funnels, keys, lifetimes
+from activity.store import audience, funnels, keys, lifetimes, pages_now
 from activity.store.client import Client, Reply
 from activity.store.scripts import LuaScript, Pipeline
 from activity.store.sessions import ENTRY_JSON
@@ -98,6 +98,7 @@ def continue_visitor(
     if rows:
         pipe.delete(session)
     merged = funnels.queue_merge(pipe, progress, now)
+    pages_now.queue_forget(pipe, visitor_person)  # the user's next page view puts them there
     pipe.execute()
     if joined.value == -1:  # the user was erased lately: no link of theirs stays behind
         client.delete(keys.visitor_link(shard, visitor))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import signal
 import statistics
@@ -163,6 +164,9 @@ def main() -> None:
     parser.add_argument("--token", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.hold:
+        # The streams' readers stand for browsers on other machines: on this one they yield the
+        # cores to the server and wrk (the sockets' buffers keep what they have not read yet).
+        os.nice(19)
         asyncio.run(hold(args.hold, args.token, args.streams))
         return
     if not shutil.which("wrk"):
@@ -236,7 +240,8 @@ def main() -> None:
     notes = (
         f"`python -m bench.live --streams {args.streams} --rounds {args.rounds} --seconds {args.seconds}`: one "
         f"granian worker, wrk with {args.connections} connections on the tracked page, {args.rounds} interleaved "
-        "rounds (without, then with the streams, held and read by a second process)."
+        "rounds (without, then with the streams, held and read by a second process at the lowest priority, as "
+        "browsers on other machines would be)."
     )
     harness.write("live", results, table, notes)
 

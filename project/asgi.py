@@ -10,7 +10,9 @@ whose Content-Type names a charset Django would fail on (rot13, hex, ...) is ref
 Django builds the request, where it would raise.
 
 Only a complete request reaches Django (``OneThread``): handed, whole, to the one thread that runs
-Django in the process, through an executor, and its whole answer handed back. One request at a
+Django in the process, through an executor, and its whole answer handed back. A request asking for
+an event stream (the live dashboard's, docs/live.md) goes to Django's ASGI handler instead
+(``Streams``), which sends the answer from the event loop as it comes, for as long as it lasts. One request at a
 time per process, no thread per connection and no GIL contention between requests. asgiref's
 ``WsgiToAsgi``, which did the same with ``sync_to_async`` and sent each answer message back with
 ``async_to_sync``, spent 1.58x gunicorn's CPU per request on the bare view; this, 0.73x, within the

@@ -457,7 +457,8 @@ def test_the_docs_page_and_the_dashboard_load_everything_from_the_site(site, ser
         page.screenshot(path=str(ARTIFACTS / "install-docs.png"), full_page=True)
     finally:
         context.close()
-    assert failed == []
+    # runserver is a WSGI server: the live stream is refused there (406) and the panel refreshes instead.
+    assert [(url, status) for url, status in failed if not (url.endswith("/api/v1/live/") and status == 406)] == []
     assert {url.split("/", 3)[2] for url in requested} == {served.url.removeprefix("http://")}  # no CDN
     assert any("/static/drf_spectacular_sidecar/swagger-ui-dist/" in url for url in requested)
 

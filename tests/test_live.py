@@ -17,6 +17,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client as DjangoClient
 from rest_framework.authtoken.models import Token
+from rest_framework.request import Request
 
 from activity import permissions
 from activity.events import Event
@@ -112,7 +113,7 @@ def test_a_stream_ends_once_its_caller_may_not_read_it(monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_revoked_token_or_an_ended_session_or_a_lost_permission_ends_it(staff, rf):
+def test_a_revoked_token_or_an_ended_session_or_a_lost_permission_ends_it(staff):
     token = Token.objects.create(user=staff)
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
@@ -134,8 +135,6 @@ def test_a_revoked_token_or_an_ended_session_or_a_lost_permission_ends_it(staff,
 
 
 def _drf_request(request, auth, user):
-    from rest_framework.request import Request
-
     drf = Request(request)
     drf.user, drf.auth = user, auth
     return drf

@@ -89,6 +89,8 @@ API: dict[str, Call] = {
     "recommendations": Call("get", {"user": TARGET}, frozenset({VIEW_ACTIVITY}), own=True),
     "next-pages": Call("get", needs=frozenset({VIEW_ACTIVITY}), query="?path=/a"),
     "online": Call("get", needs=frozenset({VIEW_ACTIVITY})),
+    "pages-now": Call("get", needs=frozenset({VIEW_ACTIVITY})),
+    "live": Call("get", needs=frozenset({VIEW_ACTIVITY})),  # without Accept: text/event-stream, JSON once
     "stats": Call("get", needs=frozenset({VIEW_ACTIVITY})),
     "retention": Call("get", needs=frozenset({VIEW_ACTIVITY})),
     "reports": Call("get", needs=frozenset({VIEW_ACTIVITY})),

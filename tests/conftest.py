@@ -23,7 +23,7 @@ from activity.errors import StoreUnavailable
 from activity.services import funnels, ingest, rate_limits, tracking
 from activity.services.tracking import fail_open
 from activity.store.client import get_client
-from activity.web.api.authentication import tokens
+from activity.web.api.authentication import standings, tokens
 from project.redis_server import PrivateRedis
 from tests.clients import APIClient, Client
 
@@ -49,6 +49,7 @@ def _forget_process_state() -> None:
     funnels.forget()
     rate_limits.forget()
     tokens.clear()
+    standings.clear()
 
 
 @pytest.fixture

@@ -15,7 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.db import connection
 from django.test import Client as DjangoClient
+from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 from rest_framework.request import Request
 
@@ -23,11 +25,12 @@ from activity import permissions
 from activity.events import Event
 from activity.services import ingest
 from activity.web.api import live
-from activity.web.api.authentication import still_allowed
+from activity.web.api.authentication import STANDING_TTL, TOKEN_CACHE_TTL, still_allowed
 from tests.clients import APIClient
 from tests.redis_counts import command_calls
 from tests.served import Site, served_site
 
+VIEW = permissions.VIEW_ACTIVITY
 STREAM_HEADERS = {"HTTP_ACCEPT": "text/event-stream"}
 
 
@@ -113,24 +116,38 @@ def test_a_stream_ends_once_its_caller_may_not_read_it(monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_revoked_token_or_an_ended_session_or_a_lost_permission_ends_it(staff):
+def test_a_revoked_token_or_an_ended_session_or_a_lost_permission_ends_it(staff, at):
+    """The database is asked at most once per caller and ``STANDING_TTL``, shared by every stream
+    of the caller; a change is seen once that has passed, within the token cache's period."""
+    now = time.time()
+    at(now)
     token = Token.objects.create(user=staff)
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    request = api.get("/api/v1/stats/").wsgi_request
-    check = still_allowed(_drf_request(request, token, staff), permissions.VIEW_ACTIVITY)
+    request = _drf_request(api.get("/api/v1/stats/").wsgi_request, token, staff)
+    check, other_stream = (still_allowed(request, permissions.VIEW_ACTIVITY) for _ in range(2))
     assert check()
+    with CaptureQueriesContext(connection) as queries:
+        assert other_stream()
+    assert len(queries) == 0  # the caller's standing, read once for both
     token.delete()
-    assert not check()
+    assert check()  # until the standing read a moment ago expires
+    at(now + STANDING_TTL)
+    assert not check() and not other_stream()
+    assert STANDING_TTL + live.RECHECK_S <= TOKEN_CACHE_TTL
 
     browser = DjangoClient()
     browser.force_login(staff)
-    signed_in = browser.get("/api/v1/stats/").wsgi_request
-    check = still_allowed(_drf_request(signed_in, None, staff), permissions.VIEW_ACTIVITY)
+    check = still_allowed(_drf_request(browser.get("/api/v1/stats/").wsgi_request, None, staff), VIEW)
     assert check()
     staff.user_permissions.remove(Permission.objects.get(codename="view_activity"))
+    at(now + 2 * STANDING_TTL)
     assert not check()  # read afresh: the permission is gone
+    staff.user_permissions.add(Permission.objects.get(codename="view_activity"))
+    at(now + 3 * STANDING_TTL)
+    assert check()
     browser.logout()
+    at(now + 4 * STANDING_TTL)
     assert not check()
 
 

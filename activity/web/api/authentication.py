@@ -58,13 +58,22 @@ def _forget_token(sender: type[Token], instance: Token, **kwargs: Any) -> None:
     tokens.forget(instance.key)
 
 
+# A caller's standing, as a long answer re-checks it, shared by all its answers in the process: one
+# database check per caller and period, however many live streams it holds open.
+STANDING_TTL = TOKEN_CACHE_TTL / 2
+standings: ExpiringCache[bool] = ExpiringCache(MAX_TOKENS)
+
+
 def still_allowed(request: Request, permission: str) -> Callable[[], bool]:
     """A check, for a long answer (the live stream), that its caller may still read it: the token
-    still valid, read again from the database (not the process's cache), or the same session still
-    signed in as the same user; and the user still holding ``permission``."""
+    still in the database (not the process's token cache), or the same session still signed in as
+    the same user; and the user still holding ``permission``. Checked again with the database at
+    most every ``STANDING_TTL`` per caller, so a caller checking that often learns of a change
+    within ``TOKEN_CACHE_TTL``."""
     user_pk = request.user.pk
     if isinstance(request.auth, Token):
         key = request.auth.key
+        caller: tuple[str, ...] = ("token", key, permission)
 
         def current_user() -> Any:
             try:
@@ -75,6 +84,7 @@ def still_allowed(request: Request, permission: str) -> Callable[[], bool]:
     else:
         session_key = request.session.session_key
         store = import_module(settings.SESSION_ENGINE).SessionStore
+        caller = ("session", session_key or "", permission)
 
         def current_user() -> Any:
             signed_in = HttpRequest()
@@ -82,7 +92,13 @@ def still_allowed(request: Request, permission: str) -> Callable[[], bool]:
             return get_user(signed_in)
 
     def check() -> bool:
-        user = current_user()
-        return user is not None and user.is_authenticated and user.pk == user_pk and user.has_perm(permission)
+        found = standings.get(caller)
+        if found is None:
+            user = current_user()
+            found = bool(
+                user is not None and user.is_authenticated and user.pk == user_pk and user.has_perm(permission)
+            )
+            standings.put(caller, found, clock.now() + STANDING_TTL)
+        return found
 
     return check

@@ -3,7 +3,7 @@ a second while at least one stream listens and hands each change to every stream
 each stream (``events``) is an async generator, so an open stream holds no thread, only its socket
 and a few objects. A stream sends ``stats`` at once and on each change (the feed changes at most
 once a second), a comment every ``HEARTBEAT_S`` so proxies and dead peers are found, and ends once
-its caller may no longer read it (checked every ``RECHECK_S``)."""
+its caller may no longer read it (checked every ``RECHECK_S``, with the database at most that often a caller)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ import orjson
 from activity import metrics
 from activity.errors import StoreUnavailable
 from activity.services import live
-from activity.web.api.authentication import TOKEN_CACHE_TTL
+from activity.web.api.authentication import STANDING_TTL
 
 logger = logging.getLogger("activity.web.live")
 
 POLL_S = 1.0  # seconds between the feed's reads of Redis
 HEARTBEAT_S = 15.0  # seconds between comment lines when nothing changed
-RECHECK_S = float(TOKEN_CACHE_TTL)  # seconds between checks that the caller may still read the stream
+RECHECK_S = STANDING_TTL  # seconds between checks that the caller may still read the stream (two a token period)
 KEEP_ALIVE = b": keep-alive\n\n"
 MEDIA_TYPE = "text/event-stream"
 

@@ -36,7 +36,7 @@ def stats_event(data: Any) -> bytes:
 
 
 class Feed:
-    """Reads ``read()`` (blocking, on a worker thread) every ``interval`` seconds while someone
+    """Reads ``read()`` (blocking, on a worker thread) ``interval`` seconds after each read while someone
     listens: ``latest`` is the last event read, ``version`` counts its changes, and every stream
     wakes once a read (``tick``), to send a change or what else is due: one wake a stream and
     second, no timer per stream."""
@@ -69,9 +69,7 @@ class Feed:
         await self._tick.wait()
 
     async def _poll(self) -> None:
-        loop = asyncio.get_running_loop()
         while self.listeners:
-            started = loop.time()
             try:
                 event = stats_event(await asyncio.to_thread(self.read))
             except StoreUnavailable as error:  # the streams keep their last figures and their heartbeats
@@ -81,7 +79,7 @@ class Feed:
                     self.latest, self.version = event, self.version + 1
             self._tick.set()
             self._tick = asyncio.Event()
-            await asyncio.sleep(max(self.interval - (loop.time() - started), 0.0))
+            await asyncio.sleep(self.interval)  # a full interval after each read: never two events closer
 
 
 _feeds: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Feed] = weakref.WeakKeyDictionary()

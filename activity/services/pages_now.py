@@ -8,15 +8,15 @@ from collections.abc import Sequence
 
 from activity import clock, conf
 from activity.store import pages_now as store
-from activity.store.client import Sum, get_client
+from activity.store.client import get_client
 from activity.store.scripts import Pipeline
 
 MAX_N = 100
 
 
-def queue_views(pipe: Pipeline, views: Sequence[tuple[str, float, str]], now: float) -> Sum:
+def queue_views(pipe: Pipeline, views: Sequence[tuple[str, float, str]], now: float) -> None:
     """Queue people's page views, (person, ts, path), into the batch's pipeline."""
-    return store.queue_views(pipe, views, now - conf.settings.ONLINE_WINDOW, now)
+    store.queue_views(pipe, views, now - conf.settings.ONLINE_WINDOW, now)
 
 
 def top(n: int = 10) -> list[dict[str, object]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from activity.store import keys
-from activity.store.client import PER_CALL, Client, Reply, Sum, chunks
+from activity.store.client import PER_CALL, Client, Reply, chunks
 from activity.store.scripts import LuaScript, Pipeline
 
 RECORD = LuaScript("pages_now_record")
@@ -18,31 +18,27 @@ FORGET = LuaScript("pages_now_forget")
 
 # People a read takes out per call: its calls' time in Redis stays under a millisecond or two.
 PRUNE_PER_READ = 1000
-# Views per record call: three arguments each, so a 1,000-view batch is a few calls.
-VIEWS_PER_CALL = PER_CALL
 
 
 def _record_keys() -> list[str]:
     return [tombstones_key(), keys.now_latest(), keys.now_page(), keys.now_people()]
 
 
-def _prune_keys() -> list[str]:
+def _state_keys() -> list[str]:
     return [keys.now_latest(), keys.now_page(), keys.now_people()]
 
 
-def queue_views(pipe: Pipeline, views: Sequence[tuple[str, float, str]], cutoff: float, now: float) -> Sum:
-    """Queue the (person, ts, path) views, then take out up to twice as many people gone offline
-    (latest view before ``cutoff``): the people a read must take out stay few while views come.
-    Returns the views that became their person's latest, once the pipeline has run."""
-    moved = Sum()
-    for group in chunks(views, VIEWS_PER_CALL):
+def queue_views(pipe: Pipeline, views: Sequence[tuple[str, float, str]], cutoff: float, now: float) -> None:
+    """Queue the (person, ts, path) views, ``PER_CALL`` a call, then take out up to twice as many
+    people gone offline (latest view before ``cutoff``): the people a read must take out stay few
+    while views come."""
+    for group in chunks(views, PER_CALL):
         args: list[str | int] = [repr(now), keys.now_ttl()]
         for person, ts, path in group:
             args += [person, repr(ts), path]
-        moved.replies.append(pipe.script(RECORD, _record_keys(), args))
+        pipe.script(RECORD, _record_keys(), args)
     if views:
-        pipe.script(PRUNE, _prune_keys(), [repr(cutoff), 2 * len(views)])
-    return moved
+        pipe.script(PRUNE, _state_keys(), [repr(cutoff), 2 * len(views)])
 
 
 def top(client: Client, cutoff: float, n: int) -> list[tuple[str, int]]:
@@ -51,7 +47,7 @@ def top(client: Client, cutoff: float, n: int) -> list[tuple[str, int]]:
     gone offline since the last write took them out."""
     while True:
         pipe = client.pipeline(transaction=False)
-        left = pipe.script(PRUNE, _prune_keys(), [repr(cutoff), PRUNE_PER_READ])
+        left = pipe.script(PRUNE, _state_keys(), [repr(cutoff), PRUNE_PER_READ])
         pipe.zrange(keys.now_people(), 0, n - 1, withscores=True)
         ranked = pipe.execute()[-1]
         if not left.value:
@@ -61,7 +57,7 @@ def top(client: Client, cutoff: float, n: int) -> list[tuple[str, int]]:
 def queue_forget(pipe: Pipeline, person: str) -> Reply:
     """Queue taking ``person`` out, for an erase, which tombstones them in ``tombstones_key()`` first;
     the reply is 1 when they were there."""
-    return pipe.script(FORGET, _prune_keys(), [person])
+    return pipe.script(FORGET, _state_keys(), [person])
 
 
 def tombstones_key() -> str:

@@ -24,7 +24,7 @@ from activity.web.api.authentication import STANDING_TTL
 logger = logging.getLogger("activity.web.live")
 
 POLL_S = 1.0  # seconds between the feed's reads of Redis
-HEARTBEAT_S = 15.0  # seconds between comment lines when nothing changed
+HEARTBEAT_S = 15.0  # seconds between comment lines, so proxies and dead peers are found
 RECHECK_S = STANDING_TTL  # seconds between checks that the caller may still read the stream (two a token period)
 KEEP_ALIVE = b": keep-alive\n\n"
 MEDIA_TYPE = "text/event-stream"

@@ -8,12 +8,14 @@ proxy lock no one else out."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from importlib import import_module
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user
+from django.db import close_old_connections
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.http import HttpRequest
@@ -64,12 +66,14 @@ STANDING_TTL = TOKEN_CACHE_TTL / 2
 standings: ExpiringCache[bool] = ExpiringCache(MAX_TOKENS)
 
 
-def still_allowed(request: Request, permission: str) -> Callable[[], bool]:
+def still_allowed(request: Request, permission: str) -> Callable[[], Awaitable[bool]]:
     """A check, for a long answer (the live stream), that its caller may still read it: the token
     still in the database (not the process's token cache), or the same session still signed in as
     the same user; and the user still holding ``permission``. Checked again with the database at
     most every ``STANDING_TTL`` per caller, so a caller checking that often learns of a change
-    within ``TOKEN_CACHE_TTL``."""
+    within ``TOKEN_CACHE_TTL``. A check answered from ``standings`` stays on the event loop; only
+    the database read goes to a thread of the loop's pool (Django's thread-sensitive
+    ``sync_to_async`` would start a thread per stream and keep it while the stream lasts)."""
     user_pk = request.user.pk
     if isinstance(request.auth, Token):
         key = request.auth.key
@@ -91,13 +95,17 @@ def still_allowed(request: Request, permission: str) -> Callable[[], bool]:
             signed_in.session = store(session_key)
             return get_user(signed_in)
 
-    def check() -> bool:
+    def read() -> bool:
+        try:
+            user = current_user()
+            return bool(user is not None and user.is_authenticated and user.pk == user_pk and user.has_perm(permission))
+        finally:
+            close_old_connections()  # as a request's end would: the pool's thread serves no request
+
+    async def check() -> bool:
         found = standings.get(caller)
         if found is None:
-            user = current_user()
-            found = bool(
-                user is not None and user.is_authenticated and user.pk == user_pk and user.has_perm(permission)
-            )
+            found = await asyncio.to_thread(read)
             standings.put(caller, found, clock.now() + STANDING_TTL)
         return found
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -192,7 +191,7 @@ class LiveView(ServiceView):
             return Response(live.snapshot())
         if not isinstance(request._request, ASGIRequest):
             raise NotAcceptable("The live stream needs an ASGI server (make run's); this one serves WSGI.")
-        allowed = sync_to_async(still_allowed(request, CanView.permission))
+        allowed = still_allowed(request, CanView.permission)
         response = StreamingHttpResponse(live_stream.events(allowed), content_type=live_stream.MEDIA_TYPE)
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once

@@ -76,6 +76,12 @@ def write(name: str, results: dict[str, Any], table: list[list[str]], notes: str
         print("\n" + notes)
 
 
+def verdict(low: float, high: float, bound: float) -> str:
+    """A lower bound's verdict by a median's 90% interval (``median_interval``): clear of the run's
+    noise only when the whole interval is on one side of ``bound``."""
+    return "met" if low >= bound else "not met" if high < bound else "within the noise"
+
+
 def median_interval(values: list[float], coverage: float = 0.90) -> tuple[float, float]:
     """An interval that holds the median of the distribution ``values`` were drawn from with at
     least ``coverage`` probability, whatever that distribution: the k-th smallest and the k-th largest

@@ -73,14 +73,13 @@ def targets(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     def ratio(name: str, key: str, ref: str, bound: float) -> dict[str, Any]:
         measured = rows[key]["vs_signed_in_floor" if ref == "floor_signed_in" else "vs_floor"]
         low, high = rows[key]["interval_90"][ref]
-        verdict = "met" if low >= bound else "not met" if high < bound else "within the noise"
         return {
             "target": name,
             "measured": measured,
             "met": measured >= bound,
             "unit": "x",
             "interval_90": [low, high],
-            "interval_verdict": verdict,
+            "interval_verdict": harness.verdict(low, high, bound),
         }
 
     batch = max(("post_100", "post_1000"), key=lambda key: rows[key]["events_per_s"])

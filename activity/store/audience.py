@@ -134,7 +134,7 @@ def queue_visits(
         new.replies.append(pipe.script(FIRST_VISIT, script_keys, args))
     for day, members in per_day.items():
         found = _dated_keys(UNIQUE, day, now)
-        pipe.script(ADD_TO_PERIODS, [key for key, _ in found], ["hll", *(ttl for _, ttl in found), *members])
+        pipe.script(ADD_TO_PERIODS, [key for key, _ in found], [*(ttl for _, ttl in found), *members])
     return new
 
 

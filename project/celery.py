@@ -11,5 +11,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 app = Celery("activity_service")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # The app's own tasks register when Django is set up (ActivityConfig.ready); this project's own job:
-app.conf.imports = ["tasks.reengagement"]
+app.conf.imports = ["jobs.reengagement"]
 app.on_after_configure.connect(install_beat_schedule)

@@ -22,7 +22,7 @@ from activity.store import last_seen as last_seen_store
 from activity.store.client import get_client, is_cluster
 from activity.store.flush import FlushQueue
 from activity.store.last_seen import partition_count
-from tasks import reengagement
+from jobs import reengagement
 from tests.last_seen_state import per_partition, stored
 from tests.redis_counts import command_calls
 

@@ -62,9 +62,9 @@ ROGUES = {
         {"activity/services/uses_project.py": "from project import settings\n"},
         "activity.services.uses_project -> project",
     ),
-    "the app importing the site's tasks": (
-        {"activity/services/uses_tasks.py": "from tasks import reengagement\n"},
-        "activity.services.uses_tasks -> tasks",
+    "the app importing the site's jobs": (
+        {"activity/services/uses_jobs.py": "from jobs import reengagement\n"},
+        "activity.services.uses_jobs -> jobs",
     ),
     # Reported as the import to remove to break the circle, whichever of the two that is.
     "an import circle inside a floor": (
@@ -79,7 +79,7 @@ ROGUES = {
 
 def test_each_rogue_module_breaks_a_contract(tmp_path: Path):
     """All the rogues in one copy, one run: each contract reports every import that breaks it."""
-    for package in ("activity", "tasks"):
+    for package in ("activity", "jobs"):
         ignore = shutil.ignore_patterns("__pycache__", "static", "templates")
         shutil.copytree(ROOT / package, tmp_path / package, ignore=ignore)
     shutil.copy(ROOT / "pyproject.toml", tmp_path)

@@ -164,7 +164,7 @@ def a_checkout(tmp: Path) -> Path:
     root = tmp / "checkout"
     shutil.copytree(ROOT / "project", root / "project", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "manage.py", root)
-    for name in ("activity", "lua", "tasks"):
+    for name in ("activity", "lua", "jobs"):
         (root / name).symlink_to(ROOT / name)
     return root
 

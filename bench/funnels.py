@@ -36,6 +36,7 @@ PAGES = 200
 STEP_PAGES = 50  # funnels' steps are among the most viewed pages: pricing, sign-up, checkout
 WINDOW = 3600
 ROUND_S = 10  # seconds of the bench's clock between two rounds
+STATE_FAMILY = "{fn:<partition>}:person:<person>"
 
 
 def site_funnels(rng: random.Random, created: float, pages: int, first_id: int) -> list:
@@ -92,7 +93,8 @@ def run(users: int, rounds: int) -> None:
         pages = rng.choices(range(PAGES), popularity, k=users)
         return [Event(user=str(first + n), ts=moment[0], path=f"/p/{page}") for n, page in enumerate(pages)]
 
-    def push(first: int, definitions: list) -> tuple[float, Counter]:
+    def push(first: int, definitions: list) -> tuple[float, Counter, Counter]:
+        """Redis CPU per view of one set's round, and the calls and microseconds of each command."""
         funnels.read_definitions = lambda: definitions
         funnels.forget()
         batch = views(first)
@@ -101,14 +103,12 @@ def run(users: int, rounds: int) -> None:
             ingest.record_events(batch[start : start + BATCH])
         after = client.info("commandstats")
         cpu = (cpu_seconds(client) - before) * 1e6 / users
-        calls = Counter(
-            {
-                name.removeprefix("cmdstat_"): value["calls"] - stats.get(name, {}).get("calls", 0)
-                for name, value in after.items()
-                if name != "cmdstat_info"
-            }
-        )
-        return cpu, calls
+        calls, usec = Counter(), Counter()
+        for name, value in after.items():
+            if name != "cmdstat_info":
+                calls[name.removeprefix("cmdstat_")] = value["calls"] - stats.get(name, {}).get("calls", 0)
+                usec[name.removeprefix("cmdstat_")] = value["usec"] - stats.get(name, {}).get("usec", 0)
+        return cpu, calls, usec
 
     variants = {
         "no funnel": (0, []),
@@ -117,13 +117,15 @@ def run(users: int, rounds: int) -> None:
     }
     cpu: dict[str, list[float]] = {name: [] for name in variants}
     calls: dict[str, Counter] = {name: Counter() for name in variants}
+    usec: dict[str, Counter] = {name: Counter() for name in variants}
     for r in range(rounds + 1):  # round 0 warms up: sessions started, the users' day written
         moment[0] += ROUND_S
         for name, (first, definitions) in variants.items():
-            spent, counted = push(first, definitions)
+            spent, counted, timed = push(first, definitions)
             if r:
                 cpu[name].append(spent)
                 calls[name] += counted
+                usec[name] += timed
     medians = {name: statistics.median(samples) for name, samples in cpu.items()}
     sample = views(0)
     matching = {}
@@ -132,8 +134,14 @@ def run(users: int, rounds: int) -> None:
         matching[name] = sum(1 for event in sample if matcher.view("u:0", event.ts, event.path).matches) / len(sample)
     per_view = {name: {cmd: n / (users * rounds) for cmd, n in found.items()} for name, found in calls.items()}
 
+    heavy = next(name for name in variants if "most viewed" in name)
+    extra_us = {cmd: (n - usec["no funnel"][cmd]) / (users * rounds) for cmd, n in usec[heavy].items()}
+    scripts_us = extra_us.pop("evalsha", 0.0)
+    commands_us = sum(extra_us.values())  # what the funnel script's commands add; the rest is its Lua
+    state_bytes, codec_us = progress_codec(client)
+
     memory = memory_by_family(client)
-    state = memory.get("{fn:<partition>}:person:<person>", (0, 0))
+    state = memory.get(STATE_FAMILY, (0, 0))
     counts = memory.get("{fn:<partition>}:counts:<month>", (0, 0))
     results = {
         "users_per_set": users,
@@ -151,6 +159,13 @@ def run(users: int, rounds: int) -> None:
         "state_bytes_per_person": state[1] / state[0] if state[0] else 0,
         "counts_keys": counts[0],
         "counts_bytes": counts[1],
+        "added_us_per_view": {
+            "scripts": scripts_us,
+            "commands_in_them": commands_us,
+            "lua": scripts_us - commands_us,
+            "median_state_bytes": state_bytes,
+            "decode_and_encode_us": codec_us,
+        },
     }
     table = [
         [
@@ -166,7 +181,6 @@ def run(users: int, rounds: int) -> None:
         table.append(
             [name, f"{matching[name]:.0%}", f"{us:.1f}", f"{us / medians['no funnel']:.2f}x", f"{commands:.2f}"]
         )
-    heavy = next(name for name in variants if "most viewed" in name)
     extra = {cmd: n - per_view["no funnel"].get(cmd, 0) for cmd, n in per_view[heavy].items()}
     notes = (
         f"{users:,} users a set, one page view each a round, {rounds} rounds interleaved (medians); pages by "
@@ -174,10 +188,35 @@ def run(users: int, rounds: int) -> None:
         "What the funnels on the most viewed pages add per page view: "
         + ", ".join(f"{cmd} {n:.2f}" for cmd, n in sorted(extra.items(), key=lambda item: -item[1]) if n >= 0.005)
         + f". State: {state[0]:,} people, {results['state_bytes_per_person']:.0f} bytes each (their progress in "
-        f"every funnel); counts: {counts[0]:,} hashes, {counts[1]:,} bytes in all. "
+        f"every funnel); counts: {counts[0]:,} hashes, {counts[1]:,} bytes in all. Where the added Redis time "
+        f"goes (commandstats): {scripts_us:.1f} us a view more in scripts, of which {commands_us:.1f} us in the "
+        f"commands they run and {scripts_us - commands_us:.1f} us in their Lua; decoding and encoding a person's "
+        f"progress (the median state, {state_bytes} bytes) takes {codec_us:.1f} us of it. "
         f"Command: `python -m bench.funnels --users {users} --rounds {rounds}`."
     )
     harness.write("funnels", results, table, notes)
+
+
+def progress_codec(client, repeat: int = 10_000) -> tuple[int, float]:
+    """The median size of the people's states, and the microseconds Redis's Lua takes to decode and
+    encode that state's progress (its JSON part) once, timed over ``repeat`` in one EVAL."""
+    import time
+
+    from activity.store import families
+
+    def is_state(key: str) -> bool:
+        found = families.family_of(key)
+        return found is not None and found[0].pattern == STATE_FAMILY
+
+    keys = [key for key in client.scan_iter(match=families.sweep_pattern(), count=1000) if is_state(key)]
+    states = sorted((client.get(key) or "" for key in keys), key=len)
+    if not states:
+        return 0, 0.0
+    median = states[len(states) // 2]
+    script = f"for i = 1, {repeat} do cjson.encode(cjson.decode(ARGV[1])) end return 1"
+    started = time.perf_counter()
+    client.eval(script, 0, median.split("|", 2)[2])
+    return len(median.encode()), (time.perf_counter() - started) * 1e6 / repeat
 
 
 if __name__ == "__main__":

@@ -26,13 +26,7 @@ The collector: a warm process holds some 150,000 long-lived objects (Django, DRF
 process collects and freezes the survivors (``gc.freeze``) once it has loaded the app, and again
 after its ``WEB_GC_FREEZE_AFTER``-th request (default 100; 0 leaves the collector alone), once its
 first requests have built what Django builds lazily (templates, ...): later full collections walk
-only what was made since, 1-5 ms each. It also collects the young generation every
-``YOUNG_COLLECTION_AFTER`` allocations rather than Python's 700: under load the objects of requests
-in flight outlived 700 allocations, were promoted, and their promotions brought full collections
-near, each walking every long-lived object left; an open live stream holds some 50-180 (its request,
-answer and generators), so with 2,000 streams open a worker spent 10-38% of its core collecting and
-its tracked page lost a quarter of its rate. Now a request's objects die by reference counting
-before a collection sees them (``python -m bench.live``; docs/gc-freeze.md).
+only what was made since, 1-5 ms each.
 
 A worker granian stops (a reload on SIGHUP, a recycle at the end of its lifetime, a shutdown) sends
 the tracked activity its process still holds (``services.tracking``) in the lifespan's shutdown:
@@ -68,7 +62,6 @@ WSGIApplication = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 BODY_TIMEOUT = float(os.environ.get("WEB_BODY_TIMEOUT") or 30)  # seconds from the headers to the body's end
 GC_FREEZE_AFTER = int(os.environ.get("WEB_GC_FREEZE_AFTER") or 100)
-YOUNG_COLLECTION_AFTER = 100_000  # allocations between collections of the young generation
 
 
 class Refused(Exception):
@@ -139,7 +132,6 @@ class Front:
         if self.freeze_after > 0:
             gc.collect()
             gc.freeze()
-            gc.set_threshold(YOUNG_COLLECTION_AFTER)
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
         """ASGI lifespan: a process that has loaded the app freezes it before its first request, and

@@ -91,13 +91,13 @@ def test_many_streams_share_one_reader_which_stops_with_the_last(monkeypatch):
     async def run() -> None:
         streams = [live.events(allowed, feed) for _ in range(200)]
         firsts = await asyncio.gather(*(anext(stream) for stream in streams))
-        assert len(set(firsts)) == 1 and feed.listeners == 200
+        assert len(set(firsts)) == 1 and feed.listeners == 200 and feed.polling
         await asyncio.sleep(0.5)
         for stream in streams:
             await stream.aclose()  # the server's cancel of a gone client
         assert feed.listeners == 0
         await asyncio.sleep(0.3)
-        assert feed._poller.done()
+        assert not feed.polling
 
     asyncio.run(run())
     assert figures.calls <= 10  # one reader for 200 streams, not 200

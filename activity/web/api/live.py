@@ -56,13 +56,18 @@ class Feed:
         poller stops once the last has gone."""
         self.listeners += 1
         metrics.LIVE_STREAMS_OPENED.inc()
-        if self._poller is None or self._poller.done():
+        if not self.polling:
             self._poller = asyncio.get_running_loop().create_task(self._poll())
         try:
             yield self
         finally:
             self.listeners -= 1
             metrics.LIVE_STREAMS_CLOSED.inc()
+
+    @property
+    def polling(self) -> bool:
+        """Whether the feed reads Redis now (from the first listener until the last has gone)."""
+        return self._poller is not None and not self._poller.done()
 
     async def tick(self) -> None:
         """Return after the next read."""

@@ -12,14 +12,14 @@ Django builds the request, where it would raise.
 Only a complete request reaches Django (``OneThread``): handed, whole, to the one thread that runs
 Django in the process, through an executor, and its whole answer handed back. A request asking for
 an event stream (the live dashboard's, docs/live.md) goes to Django's ASGI handler instead
-(``Streams``), which sends the answer from the event loop as it comes, for as long as it lasts. One request at a
-time per process, no thread per connection and no GIL contention between requests. asgiref's
-``WsgiToAsgi``, which did the same with ``sync_to_async`` and sent each answer message back with
-``async_to_sync``, spent 1.58x gunicorn's CPU per request on the bare view; this, 0.73x, within the
-noise of Django run on the event loop's own thread (0.69x), which would need Django's async guard
-switched off (``python -m bench.servers``; docs/serving.md). The URLconf, and every view with it,
-is imported as the process loads: a worker's first request spent 0.5-1.8 s on it while the
-requests behind it waited.
+(``Streams``, ``StreamHandler``), which sends the answer from the event loop as it comes, for as
+long as it lasts. One request at a time per process, no thread per connection and no GIL contention
+between requests. asgiref's ``WsgiToAsgi``, which did the same with ``sync_to_async`` and sent each
+answer message back with ``async_to_sync``, spent 1.58x gunicorn's CPU per request on the bare view;
+this, 0.73x, within the noise of Django run on the event loop's own thread (0.69x), which would need
+Django's async guard switched off (``python -m bench.servers``; docs/serving.md). The URLconf, and
+every view with it, is imported as the process loads: a worker's first request spent 0.5-1.8 s on it
+while the requests behind it waited.
 
 The collector: a warm process holds some 150,000 long-lived objects (Django, DRF, the URL resolvers,
 ...) that every full collection walks, 80-230 ms each (``python -m bench.gc_pauses``). So each
@@ -48,7 +48,7 @@ from importlib import import_module
 from typing import Any
 
 from django.conf import settings
-from django.core.asgi import get_asgi_application
+from django.core.handlers.asgi import ASGIHandler
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
@@ -177,8 +177,8 @@ class Front:
 
 class Streams:
     """ASGI app: a request asking for an event stream (``Accept: text/event-stream``, the live
-    dashboard's) goes to Django's ASGI handler, which sends the answer from the event loop as it
-    comes, holding no thread while it lasts; every other request to ``app``."""
+    dashboard's) goes to ``streams`` (``StreamHandler``), which sends the answer from the event loop
+    as it comes, holding no thread while it lasts; every other request to ``app``."""
 
     def __init__(
         self, app: Callable[[Scope, Receive, Send], Awaitable[None]], streams: Callable[..., Awaitable[None]]
@@ -189,6 +189,18 @@ class Streams:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         streamed = "text/event-stream" in _header(scope, b"accept")
         await (self.streams if streamed else self.app)(scope, receive, send)
+
+
+class StreamHandler(ASGIHandler):
+    """Django's ASGI handler for the event streams, without a thread per request. Django runs a
+    request's synchronous parts (here the middleware and DRF's view) on a thread of the request's
+    own (asgiref's ``ThreadSensitiveContext``), kept until its answer ends: a thread for every open
+    stream (500 streams, 507 threads in the worker). A stream's synchronous parts run once, as it
+    opens; this handler leaves them to asgiref's one thread for the process, as ``OneThread`` runs
+    every other request on one."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.handle(scope, receive, send)
 
 
 class OneThread:
@@ -281,7 +293,7 @@ import_module(settings.ROOT_URLCONF)  # now, not in a worker's first request (th
 from activity.services.tracking import batches  # noqa: E402 (once Django is set up)
 
 application = Front(
-    Streams(OneThread(django_application), get_asgi_application()),
+    Streams(OneThread(django_application), StreamHandler()),
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
     on_shutdown=batches.flush,
 )

@@ -28,10 +28,23 @@ CREATE_USER = (
 class Site:
     port: int
     token: str
+    server_pid: int  # granian's main process; the workers are its children
 
     @property
     def base(self) -> str:
         return f"http://{HOST}:{self.port}"
+
+    def worker_threads(self) -> int:
+        """The threads of the server's worker processes, from ``/proc`` (Linux)."""
+        workers = []
+        for entry in Path("/proc").iterdir():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split() if entry.name.isdigit() else []
+            except OSError:  # a process that ended meanwhile
+                continue
+            if fields and int(fields[1]) == self.server_pid:  # fields: state, ppid, ...
+                workers.append(entry)
+        return sum(len(list((worker / "task").iterdir())) for worker in workers)
 
 
 @contextmanager
@@ -51,7 +64,7 @@ def served_site(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Site]:
             text=True,
             check=True,
         )
-        yield Site(port, made.stdout.split()[-1])
+        yield Site(port, made.stdout.split()[-1], server.pid)
     finally:
         server.terminate()
         server.wait(timeout=30)

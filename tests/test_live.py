@@ -253,6 +253,20 @@ def test_a_served_stream_carries_a_change_within_a_second(redis_client, site):
     assert {"path": "/pricing", "people": 1} in after["pages_now"]
 
 
+def test_open_streams_hold_no_thread_each(redis_client, site):
+    """Django would run each stream's middleware and view on a thread of the stream's own and keep
+    it while the stream lasts; under the front they share one: 50 open streams, a few threads more
+    (the feed's reader) at most."""
+    before = site.worker_threads()
+    socks = [open_stream(site)[0] for _ in range(50)]
+    try:
+        during = site.worker_threads()
+    finally:
+        for sock in socks:
+            sock.close()
+    assert during - before < 10, (before, during)
+
+
 def test_a_thousand_dropped_streams_leave_nothing_behind(redis_client, site):
     """1,000 streams opened (100 at a time) and dropped once their first event came: the process
     counts as many ended as opened, and its Redis connections are what they were."""

@@ -145,7 +145,9 @@ class Pipeline(CoreCommands):
     """The service's pipeline: redis-py's command methods (``CoreCommands``, the mixin redis-py builds
     its clients from) queue here, ``script()`` queues a bare EVALSHA, and ``execute()`` hands the
     queue to redis-py's own pipeline, then raises or returns the service's errors in place of replies.
-    On a cluster it is ``ClusterPipeline``, which sends each node its share."""
+    A script that got NOSCRIPT runs again (loaded) after the whole pipeline, so steps whose order
+    matters belong in one script. On a cluster it is ``ClusterPipeline``, which sends each node its
+    share."""
 
     def __init__(self, client: Client, transaction: bool) -> None:
         self.client = client

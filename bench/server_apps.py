@@ -14,7 +14,18 @@ from collections.abc import Awaitable, Callable
 
 from asgiref.wsgi import WsgiToAsgi
 
-from project.asgi import Front, Message, Receive, Scope, Send, WSGIApplication, run_wsgi, whole_body, wsgi_environ
+from project.asgi import (
+    Front,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    WSGIApplication,
+    django_application,
+    run_wsgi,
+    whole_body,
+    wsgi_environ,
+)
 from project.asgi import application as service
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # for on_the_loop
@@ -55,6 +66,5 @@ def fronted(app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> Front:
     return Front(app, service.body_limit, service.freeze_after, service.on_shutdown)
 
 
-django = service.app.wsgi
-asgiref = fronted(Asgiref(django))
-on_the_loop = fronted(OnTheLoop(django))
+asgiref = fronted(Asgiref(django_application))
+on_the_loop = fronted(OnTheLoop(django_application))

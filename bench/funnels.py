@@ -24,6 +24,7 @@ import argparse
 import os
 import random
 import statistics
+import time
 from collections import Counter
 from datetime import UTC, datetime
 
@@ -200,8 +201,6 @@ def run(users: int, rounds: int) -> None:
 def progress_codec(client, repeat: int = 10_000) -> tuple[int, float]:
     """The median size of the people's states, and the microseconds Redis's Lua takes to decode and
     encode that state's progress (its JSON part) once, timed over ``repeat`` in one EVAL."""
-    import time
-
     from activity.store import families
 
     def is_state(key: str) -> bool:

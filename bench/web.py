@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from pathlib import Path
@@ -66,6 +67,17 @@ class Sample:
 PARTIES = ("server_user", "server_kernel", "redis", "wrk")
 
 
+def processes() -> Iterator[tuple[Path, list[str]]]:
+    """Each process's ``/proc`` folder and the fields of its ``stat`` after its name (Linux): state,
+    ppid, pgrp, ..., utime (11), stime (12)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                yield entry, (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # a process that ended meanwhile
+                continue
+
+
 @dataclass
 class CpuMeter:
     """CPU seconds so far of each of PARTIES, read between runs: the server's process group from
@@ -77,13 +89,7 @@ class CpuMeter:
     def read(self) -> dict[str, float]:
         tick = os.sysconf("SC_CLK_TCK")
         user = kernel = 0
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:  # a process that ended meanwhile
-                continue
+        for _, fields in processes():
             if int(fields[2]) == self.group:  # fields: state, ppid, pgrp, ..., utime (11), stime (12)
                 user, kernel = user + int(fields[11]), kernel + int(fields[12])
         info, children = self.redis.info("cpu"), os.times()

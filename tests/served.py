@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.slow_clients import HOST, ROOT, serve
+from bench.web import processes
 from project.redis_server import free_port
 
 USERNAME, PASSWORD = "boss", "correct horse battery staple"
@@ -35,15 +36,8 @@ class Site:
         return f"http://{HOST}:{self.port}"
 
     def worker_threads(self) -> int:
-        """The threads of the server's worker processes, from ``/proc`` (Linux)."""
-        workers = []
-        for entry in Path("/proc").iterdir():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split() if entry.name.isdigit() else []
-            except OSError:  # a process that ended meanwhile
-                continue
-            if fields and int(fields[1]) == self.server_pid:  # fields: state, ppid, ...
-                workers.append(entry)
+        """The threads of the server's worker processes (its children), from ``/proc`` (Linux)."""
+        workers = [entry for entry, fields in processes() if int(fields[1]) == self.server_pid]
         return sum(len(list((worker / "task").iterdir())) for worker in workers)
 
 

@@ -26,8 +26,8 @@ local moved = 0
 for a = 3, #ARGV, 3 do
   local person, ts, path = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
   local expiry = erasures and redis.call('ZSCORE', tombstones, person)
-  local current = redis.call('ZSCORE', latest, person)
-  if not (expiry and tonumber(expiry) > now) and (not current or ts > tonumber(current)) then
+  -- GT CH: the view's ts is written, and counted as a change, only when later than the person's.
+  if not (expiry and tonumber(expiry) > now) and redis.call('ZADD', latest, 'GT', 'CH', ts, person) == 1 then
     local before = redis.call('HGET', page, person)
     if before ~= path then
       if before and tonumber(redis.call('ZINCRBY', people, 1, before)) >= 0 then
@@ -36,7 +36,6 @@ for a = 3, #ARGV, 3 do
       redis.call('ZINCRBY', people, -1, path)
       redis.call('HSET', page, person, path)
     end
-    redis.call('ZADD', latest, ts, person)
     moved = moved + 1
   end
 end

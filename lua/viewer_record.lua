@@ -2,8 +2,9 @@
 -- has one hash of their views per period (fields named by the period: d:YYYYMMDD, w:YYYYWww) and
 -- their display name (field 'name': a known username, else the one already set, else the user id).
 -- A user's first views of a day drop the hash's fields of periods past the statistics' retention, so
--- the hash holds a few periods whatever how long the user keeps coming; the hash lives a week's
--- statistics TTL after the user's latest view.
+-- the hash holds a few periods whatever how long the user keeps coming. Those views also renew the
+-- hash's TTL: once a day rather than at every view, so the hash's TTL is a day longer than the
+-- week's keys' (ARGV[7]) and it outlives the periods it counts.
 --
 -- Reports: a user's first view of a period adds their "name NUL user" entry to the period's pending
 -- set, an O(1) SADD where the index takes an ordered insert (report_by_name.lua merges them; the
@@ -31,23 +32,26 @@
 -- ARGV[3]  the oldest day field kept; older d: fields are dropped
 -- ARGV[4]  the oldest week field kept; older w: fields are dropped
 -- ARGV[5]  TTL of the day's keys, seconds (>= 1)
--- ARGV[6]  TTL of the week's keys, the views hashes and aliases, seconds (>= 1)
--- ARGV[7]  top viewers kept per period (cap >= 1)
--- ARGV[8]  now, epoch seconds
--- ARGV[9..] 3 per user, in the order of its keys: user id, the user's views in the batch (>= 1),
+-- ARGV[6]  TTL of the week's keys and the aliases, seconds (>= 1)
+-- ARGV[7]  TTL of the views hashes, seconds (>= 1), given at a user's first view of a day
+-- ARGV[8]  top viewers kept per period (cap >= 1)
+-- ARGV[9]  now, epoch seconds
+-- ARGV[10..] 3 per user, in the order of its keys: user id, the user's views in the batch (>= 1),
 --          username ('' when unknown: never replaces a name)
 -- Returns  the number of views counted.
-local users = (#ARGV - 8) / 3
-if #ARGV < 8 or (#ARGV - 8) % 3 ~= 0 or #KEYS ~= 7 + 2 * users then
-  return redis.error_reply('viewer_record: expected 7 keys and 8 arguments, then 2 keys and 3 arguments per user')
+local users = (#ARGV - 9) / 3
+if #ARGV < 9 or (#ARGV - 9) % 3 ~= 0 or #KEYS ~= 7 + 2 * users then
+  return redis.error_reply('viewer_record: expected 7 keys and 9 arguments, then 2 keys and 3 arguments per user')
 end
 local day_field, week_field, oldest_day, oldest_week = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local day_ttl, week_ttl, cap, now = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-if day_ttl == nil or day_ttl < 1 or week_ttl == nil or week_ttl < 1 or cap == nil or cap < 1 or now == nil then
+local day_ttl, week_ttl, hash_ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local cap, now = tonumber(ARGV[8]), tonumber(ARGV[9])
+if day_ttl == nil or day_ttl < 1 or week_ttl == nil or week_ttl < 1 or hash_ttl == nil or hash_ttl < 1
+    or cap == nil or cap < 1 or now == nil then
   return redis.error_reply('viewer_record: TTLs and top viewers kept must be >= 1 and now a number')
 end
 for i = 1, users do
-  local views = tonumber(ARGV[7 + 3 * i])
+  local views = tonumber(ARGV[8 + 3 * i])
   if views == nil or views < 1 or views % 1 ~= 0 then
     return redis.error_reply('viewer_record: each user views must be an integer >= 1')
   end
@@ -97,7 +101,7 @@ local day_bar, week_bar = bar_of(day_top, cap), bar_of(week_top, cap)
 local counted, day_entered, week_entered = 0, 0, 0
 for i = 1, users do
   local hash, aliases = KEYS[6 + 2 * i], KEYS[7 + 2 * i]
-  local user, views, name = ARGV[6 + 3 * i], tonumber(ARGV[7 + 3 * i]), ARGV[8 + 3 * i]
+  local user, views, name = ARGV[7 + 3 * i], tonumber(ARGV[8 + 3 * i]), ARGV[9 + 3 * i]
   local expiry = erasures and redis.call('ZSCORE', tombstones, user)
   if not (expiry and tonumber(expiry) > now) then
     counted = counted + views
@@ -114,8 +118,8 @@ for i = 1, users do
     end
     if day_count == views then
       prune(hash, oldest_day, oldest_week)
+      redis.call('EXPIRE', hash, hash_ttl)
     end
-    redis.call('EXPIRE', hash, week_ttl)
     local entry = name .. '\0' .. user
     if old and old ~= name then
       local former = old .. '\0' .. user

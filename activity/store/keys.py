@@ -247,7 +247,7 @@ def linked_visitors(user: str) -> str:
     return f"{prefix()}{PV_TAG}:linked:{user}"
 
 
-@family("{pv}:viewer:<user>", "hash", lifetimes.page_stats(weekly=True))
+@family("{pv}:viewer:<user>", "hash", lifetimes.views_hash())
 def viewer(user: str) -> str:
     """Hash: the user's page views per period (a field per period, named by it: ``d:YYYYMMDD``,
     ``w:YYYYWww``; only the periods the statistics keep) and display name (field ``VIEWER_NAME``:

@@ -74,6 +74,17 @@ def page_stats(weekly: bool = False) -> Lifetime:
     return fixed(lambda: page_stats_ttl(conf.settings.PAGE_STATS_DAYS, weekly))
 
 
+def views_hash_ttl(stats_days: int) -> int:
+    """Seconds a user's views hash lives after their first view of a day: renewed once a day, not
+    at every view (one command less a view), it lives a local day (25 h at most, with a DST change)
+    longer than the week's statistics, so it outlives every period it counts."""
+    return page_stats_ttl(stats_days, weekly=True) + 25 * 3600
+
+
+def views_hash() -> Lifetime:
+    return fixed(lambda: views_hash_ttl(conf.settings.PAGE_STATS_DAYS))
+
+
 # A first visit is remembered this many days after the visitor's last visit: browsers keep a cookie
 # at most 400 days, so a visitor gone longer cannot come back with the same id.
 VISITOR_KEEP_DAYS = 400

@@ -80,8 +80,8 @@ def queue_record(
     by_day: dict[date, list[PageView]] = {}
     for view in views:
         by_day.setdefault(day_of(view.ts), []).append(view)
-    day_ttl, week_ttl = lifetimes.page_stats_ttl(stats_days), lifetimes.page_stats_ttl(stats_days, weekly=True)
-    ttls = (day_ttl, week_ttl)
+    day_ttl = lifetimes.page_stats_ttl(stats_days)
+    ttls = (day_ttl, lifetimes.page_stats_ttl(stats_days, weekly=True), lifetimes.views_hash_ttl(stats_days))
     # Sorted by ts (stably: equal ones in batch order), so the script appends where it can; the
     # sessions and transitions it leaves do not depend on the order (tests/test_session_order.py).
     live = sorted((view for view in views if view.ts >= now - window_s), key=lambda view: view.ts)
@@ -143,7 +143,7 @@ def _queue_viewers(
     fenced: Fenced,
     when: date,
     views: Sequence[PageView],
-    ttls: tuple[int, int],
+    ttls: tuple[int, int, int],
     stats_days: int,
     now: float,
 ) -> None:

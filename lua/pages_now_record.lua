@@ -10,7 +10,7 @@
 --          and ties by path)
 -- ARGV[1]  now, epoch seconds
 -- ARGV[2]  TTL of KEYS[2..4], seconds (>= 1): once no view came for that long, everyone is offline
--- ARGV[3..] 3 per view: person, ts, path
+-- ARGV[3..] 3 per view: person, ts, path (at most a few thousand people a call: unpack's limit)
 -- Returns  the number of views that became their person's latest.
 if #KEYS ~= 4 or #ARGV < 2 or (#ARGV - 2) % 3 ~= 0 then
   return redis.error_reply('pages_now_record: expected 4 keys and 2 arguments, then 3 arguments per view')
@@ -21,27 +21,82 @@ if now == nil or ttl == nil or ttl < 1 then
 end
 
 local tombstones, latest, page, people = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local erasures = redis.call('EXISTS', tombstones) == 1
+-- Every command is variadic over the call's people (one per path for the counts): a command from
+-- Lua costs more than its work here, so a view costs a share of a few calls, not calls of its own.
+local persons, seen = {}, {}
+for a = 3, #ARGV, 3 do
+  if tonumber(ARGV[a + 1]) == nil then
+    return redis.error_reply('pages_now_record: each view ts must be a number')
+  end
+  if not seen[ARGV[a]] then
+    seen[ARGV[a]] = true
+    persons[#persons + 1] = ARGV[a]
+  end
+end
+if #persons == 0 then
+  return 0
+end
+local erased = redis.call('EXISTS', tombstones) == 1 and redis.call('ZMSCORE', tombstones, unpack(persons)) or {}
+local stored = redis.call('ZMSCORE', latest, unpack(persons))
+-- best[person]: the latest ts so far (stored, or of this call's views, in arrival order: of two
+-- views at the same ts the first stays); text and path: the view that set it.
+local best, text, path_of = {}, {}, {}
+for n, person in ipairs(persons) do
+  best[person] = (erased[n] and tonumber(erased[n]) > now) and math.huge or tonumber(stored[n]) or -math.huge
+end
 local moved = 0
 for a = 3, #ARGV, 3 do
-  local person, ts, path = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
-  local expiry = erasures and redis.call('ZSCORE', tombstones, person)
-  -- GT CH: the view's ts is written, and counted as a change, only when later than the person's.
-  if not (expiry and tonumber(expiry) > now) and redis.call('ZADD', latest, 'GT', 'CH', ts, person) == 1 then
-    local before = redis.call('HGET', page, person)
-    if before ~= path then
-      if before and tonumber(redis.call('ZINCRBY', people, 1, before)) >= 0 then
-        redis.call('ZREM', people, before)
-      end
-      redis.call('ZINCRBY', people, -1, path)
-      redis.call('HSET', page, person, path)
-    end
+  local person, ts = ARGV[a], tonumber(ARGV[a + 1])
+  if ts > best[person] then
+    best[person], text[person], path_of[person] = ts, ARGV[a + 1], ARGV[a + 2]
     moved = moved + 1
   end
 end
-if moved > 0 then
-  for k = 2, 4 do
-    redis.call('EXPIRE', KEYS[k], ttl)
+if moved == 0 then
+  return 0
+end
+local movers, times = {}, {}
+for _, person in ipairs(persons) do
+  if text[person] then
+    movers[#movers + 1] = person
+    times[#times + 1] = text[person]
+    times[#times + 1] = person
   end
+end
+-- The first write is ZADD, which Redis refuses over maxmemory: once a script has written, Redis lets
+-- in the rest.
+redis.call('ZADD', latest, unpack(times))
+local before = redis.call('HMGET', page, unpack(movers))
+-- Add ``delta`` to a page's change in minus its people. The function takes what it uses as
+-- arguments: one naming a local of the script makes Lua allocate an upvalue at every call.
+local function add(change, order, path, delta)
+  if change[path] == nil then
+    change[path] = 0
+    order[#order + 1] = path
+  end
+  change[path] = change[path] + delta
+end
+local pages, change, order = {}, {}, {}
+for n, person in ipairs(movers) do
+  local path = path_of[person]
+  if before[n] ~= path then
+    if before[n] then
+      add(change, order, before[n], 1)
+    end
+    add(change, order, path, -1)
+    pages[#pages + 1] = person
+    pages[#pages + 1] = path
+  end
+end
+if #pages > 0 then
+  redis.call('HSET', page, unpack(pages))
+end
+for _, path in ipairs(order) do
+  if change[path] ~= 0 and tonumber(redis.call('ZINCRBY', people, change[path], path)) >= 0 then
+    redis.call('ZREM', people, path)
+  end
+end
+for k = 2, 4 do
+  redis.call('EXPIRE', KEYS[k], ttl)
 end
 return moved

@@ -12,10 +12,11 @@
 -- name in the user's aliases (so an erase finds old entries) and replaces the user's by-name
 -- entries. Each period keeps its top viewers, the cap users with the most views, ties to the greater
 -- user id as SORT ... DESC breaks them, so no report sorts every viewer: counts only grow, so the
--- cap-th member's views (the bar), read once per call, decide; a count at or above it is ZADDed, and
--- once every user is counted one ZREMRANGEBYRANK sends the lowest beyond the cap away. The bar only
--- rises while the call runs, so the users the trim takes back are exactly those a bar read before
--- each ZADD would have kept out. Users tombstoned at now are skipped.
+-- cap-th member's views (the bar), read once per call, decide; the counts at or above it are ZADDed,
+-- and one ZREMRANGEBYRANK sends the lowest beyond the cap away. The trim leaves the cap greatest of
+-- the set and the call's users: what adding them one by one against a rising bar would have kept.
+-- The entries and the counts go in one SADD and one ZADD per period once every user is counted. Users
+-- tombstoned at now are skipped.
 -- Fenced: lua/fence.lua runs first and takes its key and arguments; KEYS and ARGV below are
 -- what it leaves.
 --
@@ -66,20 +67,23 @@ local function bar_of(top, top_cap)
   return bar[2] and tonumber(bar[2])
 end
 
--- After the call's ZADDs: the lowest beyond the cap leave, and the set gets its TTL when a user
--- entered it.
-local function settle(top, top_cap, ttl, entered)
-  if entered > 0 then
+-- Once every user is counted: one ZADD of the call's (views, user) pairs at or above the bar, then
+-- the lowest beyond the cap leave, and the set gets its TTL when a user entered it.
+local function settle(top, top_cap, ttl, scores)
+  if #scores > 0 and redis.call('ZADD', top, unpack(scores)) > 0 then
     redis.call('ZREMRANGEBYRANK', top, 0, -top_cap - 1)
     redis.call('EXPIRE', top, ttl)
   end
 end
 
--- Add a by-name entry to a period's pending set; the set gets its TTL when the marker is new to it
--- (the set is new, or a merge took the marker).
-local function pend(pending, entry, ttl)
-  if redis.call('SADD', pending, entry, '') == 2 then
-    redis.call('EXPIRE', pending, ttl)
+-- Once every user is counted: the call's by-name entries of a period go to its pending set in one
+-- SADD; the set gets its TTL when the marker is new to it (the set is new, or a merge took it).
+local function pend(pending, entries, ttl)
+  if #entries > 0 then
+    if redis.call('SADD', pending, '') == 1 then
+      redis.call('EXPIRE', pending, ttl)
+    end
+    redis.call('SADD', pending, unpack(entries))
   end
 end
 
@@ -98,7 +102,10 @@ local day_index, week_index, day_pending, week_pending = KEYS[4], KEYS[5], KEYS[
 -- The tombstones are looked up only while the set exists.
 local erasures = redis.call('EXISTS', tombstones) == 1
 local day_bar, week_bar = bar_of(day_top, cap), bar_of(week_top, cap)
-local counted, day_entered, week_entered = 0, 0, 0
+-- What the call adds to each period's top viewers and pending set, written once every user is
+-- counted (each command takes them all: from Lua a command costs more than its work here).
+local day_scores, week_scores, day_entries, week_entries = {}, {}, {}, {}
+local counted = 0
 for i = 1, users do
   local hash, aliases = KEYS[6 + 2 * i], KEYS[7 + 2 * i]
   local user, views, name = ARGV[7 + 3 * i], tonumber(ARGV[8 + 3 * i]), ARGV[9 + 3 * i]
@@ -129,24 +136,25 @@ for i = 1, users do
       redis.call('SREM', week_pending, former)
       redis.call('SADD', aliases, old)
       redis.call('EXPIRE', aliases, week_ttl)
-      pend(day_pending, entry, day_ttl)
-      pend(week_pending, entry, week_ttl)
-    else
-      if day_count == views then
-        pend(day_pending, entry, day_ttl)
-      end
-      if week_count == views then
-        pend(week_pending, entry, week_ttl)
-      end
+    end
+    if (old and old ~= name) or day_count == views then
+      day_entries[#day_entries + 1] = entry
+    end
+    if (old and old ~= name) or week_count == views then
+      week_entries[#week_entries + 1] = entry
     end
     if day_bar == nil or day_count >= day_bar then
-      day_entered = day_entered + redis.call('ZADD', day_top, day_count, user)
+      day_scores[#day_scores + 1] = day_count
+      day_scores[#day_scores + 1] = user
     end
     if week_bar == nil or week_count >= week_bar then
-      week_entered = week_entered + redis.call('ZADD', week_top, week_count, user)
+      week_scores[#week_scores + 1] = week_count
+      week_scores[#week_scores + 1] = user
     end
   end
 end
-settle(day_top, cap, day_ttl, day_entered)
-settle(week_top, cap, week_ttl, week_entered)
+pend(day_pending, day_entries, day_ttl)
+pend(week_pending, week_entries, week_ttl)
+settle(day_top, cap, day_ttl, day_scores)
+settle(week_top, cap, week_ttl, week_scores)
 return counted

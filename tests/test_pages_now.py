@@ -7,6 +7,7 @@ import random
 from collections import Counter
 
 import pytest
+import redis
 
 from activity import conf
 from activity.events import Event, iso
@@ -81,6 +82,31 @@ def test_a_read_takes_out_everyone_gone_in_bounded_calls(redis_client, at, monke
         assert pages_now.top() == [{"path": "/here", "people": 1}]
     assert delta.calls["evalsha"] == 3  # 1,000 + 1,000 + 500, each call with its ZRANGE in one round trip
     assert client.zcard(keys.now_latest()) == 1 and client.hlen(keys.now_page()) == 1
+
+
+def test_a_call_runs_a_few_commands_whatever_its_views(redis_client, at):
+    """200 people each viewing a page of 3 after one of 3 others: the record call reads, writes the
+    times and the pages once each, and counts each page once, not a command per view."""
+    at(T)
+    record([(f"u:{n}", T, f"/before{n % 3}") for n in range(200)])
+    client = get_client()
+    with CommandDelta(client) as delta:
+        store_pipe = client.pipeline(transaction=False)
+        store.queue_views(store_pipe, [(f"u:{n}", T + 1, f"/p{n % 3}") for n in range(200)], T - WINDOW, T + 1)
+        store_pipe.execute()
+    assert pages_now.top() == [{"path": f"/p{n}", "people": 67 - (n == 2)} for n in range(3)]
+    # EXISTS, ZMSCORE, ZADD, HMGET, HSET, a ZINCRBY per page (3 left, 3 entered), ZREM of the 3 left
+    # and 3 EXPIREs; the prune that follows runs its own few.
+    assert delta.calls["zincrby"] == 6 and delta.calls["zadd"] == 1 and delta.calls["hset"] == 1
+    assert sum(delta.calls.values()) < 30
+
+
+def test_a_bad_time_is_refused_and_writes_nothing(redis_client):
+    state = [keys.now_latest(), keys.now_page(), keys.now_people()]
+    client = get_client()
+    with pytest.raises(redis.ResponseError, match="each view ts must be a number"):
+        store.RECORD(client, [store.tombstones_key(), *state], [repr(T), 60, "u:1", repr(T), "/a", "u:2", "soon", "/b"])
+    assert client.exists(*state) == 0
 
 
 def test_writes_take_out_twice_what_they_add(redis_client, at):

@@ -72,7 +72,7 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "visitor_session": ((3, "0123456789abcdef0123456789abcdef"), 60),
     "visitor_link": ((3, "0123456789abcdef0123456789abcdef"), 365 * DAY),
     "linked_visitors": (("42",), 365 * DAY),
-    "viewer": (("42",), 15 * DAY),
+    "viewer": (("42",), 15 * DAY + 25 * 3600),  # renewed once a day: a day (25 h) longer
     "former_display_name": (("42",), 15 * DAY),
     "sessions_started": (("20261123",), 8 * DAY),
     "page_views": (("20261123",), 8 * DAY),

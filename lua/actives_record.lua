@@ -36,13 +36,17 @@ for i = 2 + b, #ARGV do
   local expiry = erasures and redis.call('ZSCORE', tombstones, digest)
   local id = 0
   if not (expiry and tonumber(expiry) > now) then
-    id = tonumber(redis.call('HGET', map, digest))
-    if id == nil then
+    local bit = redis.call('HGET', map, digest)
+    if bit then
+      id = tonumber(bit)
+    else
       id = redis.call('INCR', counter)
-      redis.call('HSET', map, digest, id)
+      bit = string.format('%d', id)
+      redis.call('HSET', map, digest, bit)
     end
+    -- The bit's offset as text: Redis 7.0 formats a Lua number given to redis.call with %.17g.
     for key = 4, 3 + b do
-      redis.call('SETBIT', KEYS[key], id, 1)
+      redis.call('SETBIT', KEYS[key], bit, '1')
     end
     recorded = recorded + 1
   end

@@ -41,11 +41,11 @@ local writes, moves = {}, 0
 for j, user in ipairs(users) do
   local old = olds[j]
   if old == 0 or old > day then
-    writes[#writes + 1], writes[#writes + 2], writes[#writes + 3], writes[#writes + 4] = 'SET', 'u16', '#' .. user, day
+    writes[#writes + 1], writes[#writes + 2], writes[#writes + 3], writes[#writes + 4] = 'SET', 'u16', '#' .. user, ARGV[1]
     if ttl > 0 then
-      redis.call('SETBIT', first, user, 1)
+      redis.call('SETBIT', first, user, '1')
       if old ~= 0 then
-        redis.call('SETBIT', moved, user, 1)
+        redis.call('SETBIT', moved, user, '1')
         moves = moves + 1
       end
     end

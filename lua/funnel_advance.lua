@@ -200,13 +200,13 @@ for p, person in pairs(people) do
       ids[#ids + 1] = ''
       person.ids, person.raw = table.concat(ids, ','), cjson.encode(person.progress)
     end
-    redis.call('SET', KEYS[1 + p], person.t_arg .. '|' .. person.ids .. '|' .. person.raw, 'EX', state_ttl)
+    redis.call('SET', KEYS[1 + p], person.t_arg .. '|' .. person.ids .. '|' .. person.raw, 'EX', ARGV[2])
   end
 end
 local counted = 0
 for _, hash in pairs(counts) do
   for field, people_counted in pairs(hash.added) do
-    redis.call('HINCRBY', hash.key, field, people_counted)
+    redis.call('HINCRBY', hash.key, field, string.format('%d', people_counted))
     counted = counted + people_counted
   end
   if next(hash.added) then

@@ -41,7 +41,7 @@ end
 for _, path in ipairs(order) do
   local views = per_path[path]
   -- Scores are counts, never 0: the path is new to the set when the ZINCRBY answers its own views.
-  if tonumber(redis.call('ZINCRBY', paths, views, path)) == views then
+  if tonumber(redis.call('ZINCRBY', paths, string.format('%d', views), path)) == views then
     local size = redis.call('ZCARD', paths)
     if size == 1 then
       redis.call('EXPIRE', paths, ttl)

@@ -23,9 +23,10 @@ end
 local tombstones, latest, page, people = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 -- Every command is variadic over the call's people (one per path for the counts): a command from
 -- Lua costs more than its work here, so a view costs a share of a few calls, not calls of its own.
-local persons, seen = {}, {}
+local persons, seen, view_ts = {}, {}, {}
 for a = 3, #ARGV, 3 do
-  if tonumber(ARGV[a + 1]) == nil then
+  view_ts[a] = tonumber(ARGV[a + 1])
+  if view_ts[a] == nil then
     return redis.error_reply('pages_now_record: each view ts must be a number')
   end
   if not seen[ARGV[a]] then
@@ -46,7 +47,7 @@ for n, person in ipairs(persons) do
 end
 local moved = 0
 for a = 3, #ARGV, 3 do
-  local person, ts = ARGV[a], tonumber(ARGV[a + 1])
+  local person, ts = ARGV[a], view_ts[a]
   if ts > best[person] then
     best[person], text[person], path_of[person] = ts, ARGV[a + 1], ARGV[a + 2]
     moved = moved + 1
@@ -92,11 +93,11 @@ if #pages > 0 then
   redis.call('HSET', page, unpack(pages))
 end
 for _, path in ipairs(order) do
-  if change[path] ~= 0 and tonumber(redis.call('ZINCRBY', people, change[path], path)) >= 0 then
+  if change[path] ~= 0 and tonumber(redis.call('ZINCRBY', people, string.format('%d', change[path]), path)) >= 0 then
     redis.call('ZREM', people, path)
   end
 end
 for k = 2, 4 do
-  redis.call('EXPIRE', KEYS[k], ttl)
+  redis.call('EXPIRE', KEYS[k], ARGV[2])
 end
 return moved

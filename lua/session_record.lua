@@ -48,6 +48,9 @@ if max_next == nil or max_next < 1 or next_slack == nil or next_slack < 0
     or max_steps == nil or max_steps < 1 or steps_slack == nil or steps_slack < 0 then
   return redis.error_reply('session_record: caps must be >= 1 and their slacks >= 0')
 end
+-- The per-view commands take their numbers as text (ARGV's, literals, this): Redis 7.0 formats each
+-- Lua number given to redis.call with snprintf's %.17g, more work than a short command's own.
+local trim_from = string.format('%d', -keep)
 local bounds = {}
 for d = 1, days + 1 do
   bounds[d] = tonumber(ARGV[10 + d])
@@ -145,10 +148,10 @@ end
 -- max_steps, steps_slack), trimming past the caps.
 local function count(counts, index, from, to, caps)
   local step = from .. '\0' .. to
-  if tonumber(redis.call('ZINCRBY', counts, 1, step)) ~= 1 then
+  if tonumber(redis.call('ZINCRBY', counts, '1', step)) ~= 1 then
     return
   end
-  redis.call('ZADD', index, 0, step)
+  redis.call('ZADD', index, '0', step)
   local size = redis.call('ZCARD', counts)
   if size == 1 then
     redis.call('EXPIRE', counts, caps.ttl)
@@ -174,7 +177,7 @@ local function take_back(counts, index, from, to)
     redis.call('ZREM', counts, step)
     redis.call('ZREM', index, step)
   else
-    redis.call('ZINCRBY', counts, -1, step)
+    redis.call('ZINCRBY', counts, '-1', step)
   end
 end
 
@@ -196,7 +199,7 @@ for i = 1, views do
   local day = day_of(ts, bounds)
   local expiry = erasures and redis.call('ZSCORE', tombstones, user)
   if not (expiry and tonumber(expiry) > now) then
-    local last = redis.call('LINDEX', session, -1)
+    local last = redis.call('LINDEX', session, '-1')
     local last_path, last_ts
     if last then
       last_path, last_ts = read(last)
@@ -210,13 +213,13 @@ for i = 1, views do
       if length == 1 then
         started[day] = started[day] + 1
       elseif length > keep then
-        redis.call('LTRIM', session, -keep, -1)
+        redis.call('LTRIM', session, trim_from, '-1')
       end
-      redis.call('PEXPIRE', session, window)
+      redis.call('PEXPIRE', session, ARGV[2])
     else
       -- A late view: before the first entry with a greater ts (the last one has), unless the list is
       -- full and every entry is later, when the newest N do not include it.
-      local entries = redis.call('LRANGE', session, 0, -1)
+      local entries = redis.call('LRANGE', session, '0', '-1')
       local at = #entries
       for n = 1, #entries do
         local _, entry_ts = read(entries[n])
@@ -230,9 +233,9 @@ for i = 1, views do
         -- (and, the script having written, every write after it) in. Identical entries are
         -- interchangeable: any of them is a right pivot.
         if redis.call('LINSERT', session, 'BEFORE', entries[at], entry) > keep then
-          redis.call('LTRIM', session, -keep, -1)
+          redis.call('LTRIM', session, trim_from, '-1')
         end
-        redis.call('PEXPIRE', session, window)
+        redis.call('PEXPIRE', session, ARGV[2])
         if transitions then
           local before_path = at > 1 and read(entries[at - 1]) or nil
           local after_path, after_ts = read(entries[at])

@@ -17,8 +17,8 @@ if window == nil or window < 1 or keep == nil or keep < 1 or #ARGV - 2 > keep th
 end
 local length = redis.call('RPUSH', KEYS[1], unpack(ARGV, 3))
 if length > keep then
-  redis.call('LTRIM', KEYS[1], -keep, -1)
+  redis.call('LTRIM', KEYS[1], string.format('%d', -keep), '-1')
   length = keep
 end
-redis.call('PEXPIRE', KEYS[1], window)
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return length

@@ -46,6 +46,7 @@ SMOKE: dict[str, tuple[list[str], dict[str, str]]] = {
     "reports": (["--users", "500", "--readers", "4", "--seconds", "0.5"], {}),
     # The bench waits a session window for the seed's session lists to expire: 5 s, not 60.
     "reports_scale": (["--viewers", "20000", "--seconds", "1", "--workers", "1"], {"ACTIVITY_SESSION_WINDOW": "5"}),
+    "redis_instructions": (["--smoke"], {}),
     # Without callgrind's instruction counts: Django under valgrind takes a minute a case.
     "request_cpu": (["--requests", "20", "--rounds", "1", "--counted", "0"], {}),
     "retention": (["--users", "20000", "--rounds", "3"], {}),
@@ -53,7 +54,8 @@ SMOKE: dict[str, tuple[list[str], dict[str, str]]] = {
     "slow_clients": (["--seconds", "3", "--sockets", "8"], {}),
     "transitions": (["--users", "100", "--pages", "20", "--views", "200", "--batch", "100", "--rounds", "1"], {}),
 }
-NEEDS_WRK = {"gc_pauses", "http", "live", "servers"}
+# The program a bench needs beside Python's and Redis's (Debian's package of the same name).
+NEEDS = {"gc_pauses": "wrk", "http": "wrk", "live": "wrk", "servers": "wrk", "redis_instructions": "valgrind"}
 
 
 def benches() -> list[str]:
@@ -94,8 +96,8 @@ def main() -> None:
         env = {**os.environ, "BENCH_RESULTS": str(out)}
         for name in names:
             args, extra = SMOKE[name]
-            if name in NEEDS_WRK and not shutil.which("wrk"):
-                print(f"{name}: skipped, wrk is missing (apt-get install wrk)", flush=True)
+            if name in NEEDS and not shutil.which(NEEDS[name]):
+                print(f"{name}: skipped, {NEEDS[name]} is missing (apt-get install {NEEDS[name]})", flush=True)
                 skipped.append(name)
                 continue
             if name == "flush":

@@ -1,0 +1,198 @@
+"""Redis's own work per event of each ingest shape, in instructions counted by callgrind: the write
+path's Redis cost as a figure that does not drift with what else the shared machine runs (within a
+percent from run to run), where ``bench.capacity``'s CPU times per event swing by 10-20%. So a change
+of a few percent to a script shows, and ``--against DIR`` counts another checkout's code in the same
+run, side by side.
+
+Each checkout runs in a process of its own (its ``activity`` and ``project`` on the path, this file's
+code driving them, nothing else of the bench imported), against a private redis-server run under
+``valgrind --tool=callgrind`` with its instrumentation off until a shape's batches start: users each
+with a page view and a visit today, then per shape (``bench.capacity``'s: a returning user's last
+seen, a returning user's page view, a user's first page view in this process today, a new anonymous
+visitor) one warm-up pass and one counted pass through ``ingest.record_events`` in batches of
+1,000. Counted: everything redis-server ran meanwhile (parsing, scripts, commands, replies).
+
+    python -m bench.redis_instructions                     # 20,000 users
+    python -m bench.redis_instructions --against ../other  # and another checkout, side by side
+    python -m bench.redis_instructions --smoke             # 1,000 users
+
+Writes bench/results/redis_instructions.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BATCH = 1000
+FORGET = 120  # seconds the clock moves past what ingest remembers of a day's writes, as bench.capacity's
+SHAPES = {
+    "last_seen": "last seen only, returning user (API event without path)",
+    "page_view": "page view, returning user",
+    "first_page_view": "page view, the user's first in this process today",
+    "anonymous": "anonymous visit, a new visitor",
+}
+
+
+def count(checkout: Path, users: int) -> dict[str, float]:
+    """Instructions per event of each shape with ``checkout``'s code (a process of its own)."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    # This file run by path from the checkout, not as a module: the checkout's ``bench`` may not have
+    # it, and run as a script its folder would lead sys.path (where bench/http.py shadows ``http``).
+    run_this = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    child = [sys.executable, "-c", run_this, str(Path(__file__).resolve()), "--child", "--users", str(users)]
+    run = subprocess.run(child, cwd=checkout, env=env, capture_output=True, text=True)
+    if run.returncode:
+        raise RuntimeError(f"counting {checkout} failed:\n{run.stderr[-3000:]}")
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+def child(users: int) -> None:
+    """In the checkout's process: a redis-server under callgrind, Django on it, each shape counted."""
+    folder = Path(tempfile.mkdtemp(prefix="redis-instructions-"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = folder / "callgrind.out"
+    callgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+    server = subprocess.Popen(
+        [*callgrind, "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=folder,
+    )
+    try:
+        os.environ.update(
+            REDIS_URL=f"redis://127.0.0.1:{port}/0",
+            ACTIVITY_KEY_PREFIX="bench:",
+            ACTIVITY_REDIS_TIMEOUT="120",
+            DATABASE_URL=f"sqlite:///{folder}/db.sqlite3",
+            DJANGO_SETTINGS_MODULE="project.settings",
+        )
+        print(json.dumps(counted_shapes(server.pid, users, folder, out)))
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def counted_shapes(pid: int, users: int, folder: Path, out: Path) -> dict[str, float]:
+    import django
+    import redis
+
+    django.setup()
+    from django.core.management import call_command
+
+    from activity import clock
+    from activity.events import Event
+    from activity.services import ingest
+
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    deadline = time.monotonic() + 60
+    while True:  # valgrind takes a few seconds to bring the server up
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    call_command("migrate", verbosity=0)
+    moment = [clock.now()]
+    clock.now = lambda: moment[0]  # ingest remembers a day's writes until a moment: moved as needed
+
+    def events(first: int, path: bool) -> list[Event]:
+        return [Event(str(n), moment[0], f"/p/{n % 500}" if path else None) for n in range(first, first + BATCH)]
+
+    def visitors(first: int) -> list[tuple[str, float]]:
+        return [(f"{n:032x}", moment[0]) for n in range(first, first + BATCH)]
+
+    for first in range(0, users, BATCH):
+        ingest.record_events(events(first, True), visitors(first))
+    fresh = [users]
+
+    def anonymous(first: int) -> None:
+        fresh[0] += BATCH
+        ingest.record_events([], visitors(fresh[0]))
+
+    shapes = {
+        "last_seen": (lambda first: ingest.record_events(events(first, False)), 1),
+        "page_view": (lambda first: ingest.record_events(events(first, True)), 1),
+        "first_page_view": (lambda first: ingest.record_events(events(first, True)), FORGET),
+        "anonymous": (anonymous, 1),
+    }
+    counts = {}
+    for name, (send, step) in shapes.items():
+        for counting in (False, True):  # a warm-up pass, then the counted one
+            moment[0] += step
+            if counting:
+                subprocess.run(["callgrind_control", "--instr=on", str(pid)], check=True, capture_output=True)
+            for first in range(0, users, BATCH):
+                send(first)
+            if counting:
+                subprocess.run(["callgrind_control", "--instr=off", str(pid)], check=True, capture_output=True)
+                subprocess.run(["callgrind_control", "--dump", str(pid)], check=True, capture_output=True)
+        counts[name] = latest_total(folder, out) / users
+    return counts
+
+
+def latest_total(folder: Path, out: Path) -> int:
+    """The instructions of callgrind's latest dump (each dump holds what ran since the one before)."""
+    dumps = sorted(folder.glob(out.name + ".*"), key=lambda path: int(path.suffix[1:]))
+    for line in dumps[-1].read_text().splitlines():
+        if line.startswith("totals:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no total in {dumps[-1]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=20_000)
+    parser.add_argument("--smoke", action="store_true", help="seconds: 1,000 users")
+    parser.add_argument("--against", type=Path, help="also count with this checkout's code")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    users = 1000 if options.smoke else options.users
+    if options.child:
+        child(users)
+        return
+    from bench import harness
+
+    here = Path(__file__).resolve().parent.parent
+    figures = {"this": count(here, users)}
+    if options.against:
+        figures["against"] = count(options.against.resolve(), users)
+    compared = ["against", "this / against"] if options.against else []
+    table = [["ingest shape", "Redis instructions per event", *compared]]
+    for key, name in SHAPES.items():
+        row = [name, f"{figures['this'][key]:,.0f}"]
+        if options.against:
+            row += [f"{figures['against'][key]:,.0f}", f"{figures['this'][key] / figures['against'][key]:.3f}x"]
+        table.append(row)
+    command = "python -m bench.redis_instructions" + (" --smoke" if options.smoke else f" --users {users}")
+    command += f" --against {options.against}" if options.against else ""
+    revisions = {name: git_revision(path) for name, path in (("this", here), ("against", options.against)) if path}
+    notes = (
+        f"{users:,} users, each with a page view and a visit; per shape one warm-up pass and one counted pass "
+        f"of {users:,} events in batches of {BATCH:,}, everything redis-server ran meanwhile counted by "
+        f"callgrind. Commits: {', '.join(f'{name} {rev}' for name, rev in revisions.items())}. Command: `{command}`."
+    )
+    harness.write("redis_instructions", {"users": users, "commits": revisions, "per_event": figures}, table, notes)
+    print("\n".join(" | ".join(row) for row in table))
+
+
+def git_revision(path: Path) -> str:
+    run = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return run.stdout.strip() or "unknown"
+
+
+if __name__ == "__main__":
+    main()

@@ -15,6 +15,10 @@ visitor) one warm-up pass and one counted pass through ``ingest.record_events`` 
     python -m bench.redis_instructions                     # 20,000 users
     python -m bench.redis_instructions --against ../other  # and another checkout, side by side
     python -m bench.redis_instructions --smoke             # 1,000 users
+    python -m bench.redis_instructions --profile DIR       # and keep each shape's callgrind dump
+
+A kept dump reads with ``callgrind_annotate --inclusive=yes DIR/this-page_view.callgrind``: where a
+page view's instructions go in redis-server, by function.
 
 Writes bench/results/redis_instructions.json and .md.
 """
@@ -42,20 +46,23 @@ SHAPES = {
 }
 
 
-def count(checkout: Path, users: int) -> dict[str, float]:
-    """Instructions per event of each shape with ``checkout``'s code (a process of its own)."""
+def count(checkout: Path, users: int, profile: Path | None = None, label: str = "") -> dict[str, float]:
+    """Instructions per event of each shape with ``checkout``'s code (a process of its own); with
+    ``profile``, each shape's callgrind dump kept there as ``<label>-<shape>.callgrind``."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     # This file run by path from the checkout, not as a module: the checkout's ``bench`` may not have
     # it, and run as a script its folder would lead sys.path (where bench/http.py shadows ``http``).
     run_this = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
     child = [sys.executable, "-c", run_this, str(Path(__file__).resolve()), "--child", "--users", str(users)]
+    if profile:
+        child += ["--profile", str(profile / label)]
     run = subprocess.run(child, cwd=checkout, env=env, capture_output=True, text=True)
     if run.returncode:
         raise RuntimeError(f"counting {checkout} failed:\n{run.stderr[-3000:]}")
     return json.loads(run.stdout.splitlines()[-1])
 
 
-def child(users: int) -> None:
+def child(users: int, profile: str | None) -> None:
     """In the checkout's process: a redis-server under callgrind, Django on it, each shape counted."""
     folder = Path(tempfile.mkdtemp(prefix="redis-instructions-"))
     with socket.socket() as probe:
@@ -77,14 +84,14 @@ def child(users: int) -> None:
             DATABASE_URL=f"sqlite:///{folder}/db.sqlite3",
             DJANGO_SETTINGS_MODULE="project.settings",
         )
-        print(json.dumps(counted_shapes(server.pid, users, folder, out)))
+        print(json.dumps(counted_shapes(server.pid, users, folder, out, profile)))
     finally:
         server.terminate()
         server.wait(timeout=60)
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def counted_shapes(pid: int, users: int, folder: Path, out: Path) -> dict[str, float]:
+def counted_shapes(pid: int, users: int, folder: Path, out: Path, profile: str | None) -> dict[str, float]:
     import django
     import redis
 
@@ -140,17 +147,19 @@ def counted_shapes(pid: int, users: int, folder: Path, out: Path) -> dict[str, f
             if counting:
                 subprocess.run(["callgrind_control", "--instr=off", str(pid)], check=True, capture_output=True)
                 subprocess.run(["callgrind_control", "--dump", str(pid)], check=True, capture_output=True)
-        counts[name] = latest_total(folder, out) / users
+        dump = max(folder.glob(out.name + ".*"), key=lambda path: int(path.suffix[1:]))  # since the one before
+        counts[name] = total(dump) / users
+        if profile:
+            shutil.copy(dump, f"{profile}-{name}.callgrind")
     return counts
 
 
-def latest_total(folder: Path, out: Path) -> int:
-    """The instructions of callgrind's latest dump (each dump holds what ran since the one before)."""
-    dumps = sorted(folder.glob(out.name + ".*"), key=lambda path: int(path.suffix[1:]))
-    for line in dumps[-1].read_text().splitlines():
+def total(dump: Path) -> int:
+    """The instructions a callgrind dump counted."""
+    for line in dump.read_text().splitlines():
         if line.startswith("totals:"):
             return int(line.split()[1])
-    raise RuntimeError(f"no total in {dumps[-1]}")
+    raise RuntimeError(f"no total in {dump}")
 
 
 def main() -> None:
@@ -158,18 +167,22 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=20_000)
     parser.add_argument("--smoke", action="store_true", help="seconds: 1,000 users")
     parser.add_argument("--against", type=Path, help="also count with this checkout's code")
+    parser.add_argument("--profile", type=Path, help="keep each shape's callgrind dump in this folder")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args()
     users = 1000 if options.smoke else options.users
     if options.child:
-        child(users)
+        child(users, options.profile and str(options.profile))
         return
     from bench import harness
 
     here = Path(__file__).resolve().parent.parent
-    figures = {"this": count(here, users)}
+    if options.profile:
+        options.profile = options.profile.resolve()  # the children run in their checkouts
+        options.profile.mkdir(parents=True, exist_ok=True)
+    figures = {"this": count(here, users, options.profile, "this")}
     if options.against:
-        figures["against"] = count(options.against.resolve(), users)
+        figures["against"] = count(options.against.resolve(), users, options.profile, "against")
     compared = ["against", "this / against"] if options.against else []
     table = [["ingest shape", "Redis instructions per event", *compared]]
     for key, name in SHAPES.items():

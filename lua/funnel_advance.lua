@@ -125,6 +125,8 @@ local function take(funnel, progress, ts, day, matched)
 end
 
 local erasures = redis.call('EXISTS', KEYS[1]) == 1
+-- Every person's state in one MGET: from Lua, a command per person costs more than its work.
+local states = P > 0 and redis.call('MGET', unpack(KEYS, 2, 1 + P)) or {}
 
 -- A person's state as read: t (nil: none yet), the strict funnels in progress and the progress,
 -- still encoded; skip for one erased.
@@ -133,7 +135,7 @@ local function load(p)
   if expiry and tonumber(expiry) > now then
     return {skip = true}
   end
-  local found = redis.call('GET', KEYS[1 + p])
+  local found = states[p]
   if not found then
     return {ids = ',', raw = '{}'}
   end

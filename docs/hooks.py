@@ -101,9 +101,10 @@ def _cell(text: str) -> str:
 
 
 def _duration(seconds: int) -> str:
-    if seconds % 86400 == 0:
-        days = seconds // 86400
-        return f"{days} day" if days == 1 else f"{days} days"
+    days, rest = divmod(seconds, 86400)
+    if days and rest % 3600 == 0:
+        hours = f" {rest // 3600} h" if rest else ""
+        return (f"{days} day" if days == 1 else f"{days} days") + hours
     return f"{seconds} s"
 
 

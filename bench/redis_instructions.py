@@ -174,7 +174,7 @@ def main() -> None:
     if options.child:
         child(users, options.profile and str(options.profile))
         return
-    from bench import harness
+    from bench import harness  # here, not at the top: a child runs with another checkout's packages
 
     here = Path(__file__).resolve().parent.parent
     if options.profile:

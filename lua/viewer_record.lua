@@ -119,19 +119,25 @@ for i = 1, users do
     -- Redis lets in the rest.
     local day_count = redis.call('HINCRBY', hash, day_field, ARGV[8 + 3 * i])
     local week_count = redis.call('HINCRBY', hash, week_field, ARGV[8 + 3 * i])
-    local old = redis.call('HGET', hash, 'name')
-    if name == '' then
-      name = old or user
+    local first_day, first_week = day_count == views, week_count == views
+    -- The stored name: to compare a username with, or for the entries of a first view of a period.
+    -- A later view without a username (an API event's) needs neither, so reads nothing.
+    local old = nil
+    if name ~= '' or first_day or first_week then
+      old = redis.call('HGET', hash, 'name')
+      if name == '' then
+        name = old or user
+      end
+      if old ~= name then
+        redis.call('HSET', hash, 'name', name)
+      end
     end
-    if old ~= name then
-      redis.call('HSET', hash, 'name', name)
-    end
-    if day_count == views then
+    if first_day then
       prune(hash, oldest_day, oldest_week)
       redis.call('EXPIRE', hash, ARGV[7])
     end
-    local entry = name .. '\0' .. user
-    if old and old ~= name then
+    local renamed = old and old ~= name
+    if renamed then
       local former = old .. '\0' .. user
       redis.call('ZREM', day_index, former)
       redis.call('ZREM', week_index, former)
@@ -140,11 +146,11 @@ for i = 1, users do
       redis.call('SADD', aliases, old)
       redis.call('EXPIRE', aliases, week_ttl)
     end
-    if (old and old ~= name) or day_count == views then
-      day_entries[#day_entries + 1] = entry
+    if renamed or first_day then
+      day_entries[#day_entries + 1] = name .. '\0' .. user
     end
-    if (old and old ~= name) or week_count == views then
-      week_entries[#week_entries + 1] = entry
+    if renamed or first_week then
+      week_entries[#week_entries + 1] = name .. '\0' .. user
     end
     if day_bar == nil or day_count >= day_bar then
       day_scores[#day_scores + 1] = string.format('%d', day_count)

@@ -410,7 +410,7 @@ def script_commands(redis_client, *views: PageView) -> Counter:
 # stored stands) and the hash's EXPIRE; INCRBY of the day's views and ZINCRBY of a known path (their
 # TTLs were set when the key or the path was new); each of the three scripts' EVALSHA and EXISTS of
 # the tombstones (an erased user's views are skipped).
-SHARED = Counter(evalsha=3, exists=3, lindex=1, rpush=1, pexpire=1, hget=1, incrby=1, zincrby=1)
+SHARED = Counter(evalsha=3, exists=3, lindex=1, rpush=1, pexpire=1, incrby=1, zincrby=1)
 
 
 @override_settings(ACTIVITY_TRANSITIONS=False, ACTIVITY_REDIS_TIMEOUT=10.0)
@@ -426,8 +426,11 @@ def test_a_view_costs_the_same_commands_whatever_the_number_of_viewers(redis_cli
         record(part, {})
     assert redis_client.zcard(keys.top_viewers(period_key())) == 8
     counts = {
-        # A returning viewer below the bar: its counters' INCRs and the day's bar, nothing more.
+        # A returning viewer below the bar, without a username (an API event): its counters' INCRs
+        # and the day's bar, nothing more.
         "returning": script_commands(redis_client, PageView("u1", "/", now)),
+        # The same with its username (the middleware's view), unchanged: the stored name read too.
+        "returning, named": script_commands(redis_client, PageView("u3", "/", now, "u3")),
         # A candidate: its new count as its score in both periods.
         "candidate": script_commands(redis_client, PageView("h3", "/", now)),
         # A first view of the period: the counters' and lists' TTLs, the by-name entries.
@@ -446,18 +449,19 @@ def test_a_view_costs_the_same_commands_whatever_the_number_of_viewers(redis_cli
     # each, once per call).
     below = Counter(hincrby=2, zrange=2)
     assert counts["returning"] == SHARED + below
+    assert counts["returning, named"] == SHARED + below + Counter(hget=1)
     assert counts["candidate"] == SHARED + below + Counter(zadd=2)
     # A new session too: INCRBY of the day's sessions started. The name set in the new hash, whose
     # fields are looked over and TTL renewed once a day (HKEYS: none past the statistics' days), and
     # the by-name entries into the pending sets (the marker's SADD, then the call's entries' in one),
     # not into the million-member indexes; the sets hold the marker, so their TTLs stand. Below the
     # bar, it leaves the top viewers and their TTL alone.
-    assert counts["new viewer"] == SHARED + below + Counter(incrby=1, hset=1, hkeys=1, expire=1, sadd=4)
+    assert counts["new viewer"] == SHARED + below + Counter(incrby=1, hget=1, hset=1, hkeys=1, expire=1, sadd=4)
     assert counts["new viewer, sets new"] == counts["new viewer"] + Counter(expire=2)
     assert counts["entering"] == SHARED + below + Counter(zadd=2, zremrangebyrank=2, expire=2)
     # A rename: the new name's HSET, the old entries out (ZREM, SREM), the new ones pended, the old
     # name into the aliases with their TTL; the pending sets keep their marker and their TTLs.
-    assert counts["renamed"] == SHARED + below + Counter(hset=1, zrem=2, srem=2, sadd=5, expire=1)
+    assert counts["renamed"] == SHARED + below + Counter(hget=1, hset=1, zrem=2, srem=2, sadd=5, expire=1)
     assert [user for user, _ in top_viewers(redis_client, "day")][-1] == "h1"
     assert redis_client.zcard(keys.top_viewers(period_key())) == 8
 

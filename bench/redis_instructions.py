@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,53 +46,57 @@ SHAPES = {
 
 
 def count(checkout: Path, users: int, profile: Path | None = None, label: str = "") -> dict[str, float]:
-    """Instructions per event of each shape with ``checkout``'s code (a process of its own); with
-    ``profile``, each shape's callgrind dump kept there as ``<label>-<shape>.callgrind``."""
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
-    # This file run by path from the checkout, not as a module: the checkout's ``bench`` may not have
-    # it, and run as a script its folder would lead sys.path (where bench/http.py shadows ``http``).
-    run_this = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
-    child = [sys.executable, "-c", run_this, str(Path(__file__).resolve()), "--child", "--users", str(users)]
-    if profile:
-        child += ["--profile", str(profile / label)]
-    run = subprocess.run(child, cwd=checkout, env=env, capture_output=True, text=True)
-    if run.returncode:
-        raise RuntimeError(f"counting {checkout} failed:\n{run.stderr[-3000:]}")
-    return json.loads(run.stdout.splitlines()[-1])
+    """Instructions per event of each shape with ``checkout``'s code (a process of its own, against a
+    redis-server of its own under callgrind); with ``profile``, each shape's callgrind dump kept there
+    as ``<label>-<shape>.callgrind``."""
+    from project.redis_server import answers, free_port, server_binary
 
-
-def child(users: int, profile: str | None) -> None:
-    """In the checkout's process: a redis-server under callgrind, Django on it, each shape counted."""
     folder = Path(tempfile.mkdtemp(prefix="redis-instructions-"))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    out = folder / "callgrind.out"
-    callgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+    url = f"redis://127.0.0.1:{(port := free_port())}/0"
+    callgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={folder}/callgrind.out"]
     server = subprocess.Popen(
-        [*callgrind, "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        [*callgrind, server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd=folder,
     )
     try:
-        os.environ.update(
-            REDIS_URL=f"redis://127.0.0.1:{port}/0",
-            ACTIVITY_KEY_PREFIX="bench:",
-            ACTIVITY_REDIS_TIMEOUT="120",
-            DATABASE_URL=f"sqlite:///{folder}/db.sqlite3",
-            DJANGO_SETTINGS_MODULE="project.settings",
-        )
-        print(json.dumps(counted_shapes(server.pid, users, folder, out, profile)))
+        deadline = time.monotonic() + 60
+        while not answers(url):  # valgrind takes a few seconds to bring the server up
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("redis-server under callgrind did not start")
+            time.sleep(0.2)
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(checkout),
+            "REDIS_URL": url,
+            "ACTIVITY_KEY_PREFIX": "bench:",
+            "ACTIVITY_REDIS_TIMEOUT": "120",
+            "DATABASE_URL": f"sqlite:///{folder}/db.sqlite3",
+            "DJANGO_SETTINGS_MODULE": "project.settings",
+        }
+        # This file run by path from the checkout, not as a module: the checkout's ``bench`` may not
+        # have it, and run as a script its folder would lead sys.path (where bench/http.py shadows
+        # ``http``).
+        run_this = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+        child = [sys.executable, "-c", run_this, str(Path(__file__).resolve()), "--child", "--users", str(users)]
+        child += ["--server-pid", str(server.pid), "--dumps", str(folder)]
+        if profile:
+            child += ["--profile", str(profile / label)]
+        run = subprocess.run(child, cwd=checkout, env=env, capture_output=True, text=True)
+        if run.returncode:
+            raise RuntimeError(f"counting {checkout} failed:\n{run.stderr[-3000:]}")
+        return json.loads(run.stdout.splitlines()[-1])
     finally:
         server.terminate()
         server.wait(timeout=60)
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def counted_shapes(pid: int, users: int, folder: Path, out: Path, profile: str | None) -> dict[str, float]:
+def counted_shapes(pid: int, users: int, folder: Path, profile: Path | None) -> dict[str, float]:
+    """In the checkout's process: Django on the server ``count`` started, each shape counted from the
+    callgrind dumps of server ``pid`` in ``folder``."""
     import django
-    import redis
 
     django.setup()
     from django.core.management import call_command
@@ -102,16 +105,6 @@ def counted_shapes(pid: int, users: int, folder: Path, out: Path, profile: str |
     from activity.events import Event
     from activity.services import ingest
 
-    client = redis.Redis.from_url(os.environ["REDIS_URL"])
-    deadline = time.monotonic() + 60
-    while True:  # valgrind takes a few seconds to bring the server up
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
     call_command("migrate", verbosity=0)
     moment = [clock.now()]
     clock.now = lambda: moment[0]  # ingest remembers a day's writes until a moment: moved as needed
@@ -147,7 +140,7 @@ def counted_shapes(pid: int, users: int, folder: Path, out: Path, profile: str |
             if counting:
                 subprocess.run(["callgrind_control", "--instr=off", str(pid)], check=True, capture_output=True)
                 subprocess.run(["callgrind_control", "--dump", str(pid)], check=True, capture_output=True)
-        dump = max(folder.glob(out.name + ".*"), key=lambda path: int(path.suffix[1:]))  # since the one before
+        dump = max(folder.glob("callgrind.out.*"), key=lambda path: int(path.suffix[1:]))  # since the one before
         counts[name] = total(dump) / users
         if profile:
             shutil.copy(dump, f"{profile}-{name}.callgrind")
@@ -169,10 +162,12 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="also count with this checkout's code")
     parser.add_argument("--profile", type=Path, help="keep each shape's callgrind dump in this folder")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--dumps", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
     users = 1000 if options.smoke else options.users
     if options.child:
-        child(users, options.profile and str(options.profile))
+        print(json.dumps(counted_shapes(options.server_pid, users, options.dumps, options.profile)))
         return
     from bench import harness  # here, not at the top: a child runs with another checkout's packages
 

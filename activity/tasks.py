@@ -46,7 +46,7 @@ def record_events(self: Task, events: list[dict[str, Any]]) -> dict[str, Any]:
     batch = clean_events(events)
 
     def record(fence: Any = None) -> dict[str, Any]:
-        result = ingest.record_events(batch, fence=fence)
+        result = ingest.record_events(batch, fence=fence, day_writes=ingest.PROCESS_DAY_WRITES)
         return {"accepted": result.accepted, "last_seen_updated": result.last_seen_updated}
 
     if self.request.id is None:

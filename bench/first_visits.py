@@ -48,7 +48,6 @@ def first_visit_hashes(client) -> tuple[int, int]:
 def series(client, ingest, clock, visitors: int, aged: bool) -> dict:
     """The phases on an emptied Redis; ``aged``: other visitors seen on the ``AGED`` days first."""
     client.flushall()
-    ingest._days_written.clear()
     for days in AGED if aged else ():
         ts = NOON + days * DAY
         clock.now = lambda ts=ts: ts

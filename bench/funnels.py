@@ -101,7 +101,7 @@ def run(users: int, rounds: int) -> None:
         batch = views(first)
         before, stats = cpu_seconds(client), client.info("commandstats")
         for start in range(0, users, BATCH):
-            ingest.record_events(batch[start : start + BATCH])
+            ingest.record_events(batch[start : start + BATCH], day_writes=ingest.PROCESS_DAY_WRITES)
         after = client.info("commandstats")
         cpu = (cpu_seconds(client) - before) * 1e6 / users
         calls, usec = Counter(), Counter()

@@ -70,7 +70,7 @@ def single_client(count: int, users: int, batch: int, rounds: int) -> dict[str, 
 
     def service() -> None:
         for chunk in as_events:
-            ingest.record_events(chunk)
+            ingest.record_events(chunk, day_writes=ingest.PROCESS_DAY_WRITES)
 
     def zadd_gt() -> None:
         for chunk in batches:
@@ -115,12 +115,12 @@ def _contended_writer(mode: str, seed: int, updates: int, hot: int, batch: int, 
         if mode == "script":
             _last_seen_write(client, {user: ts})
         elif mode == "service":
-            ingest.record_events([Event(user, ts)])
+            ingest.record_events([Event(user, ts)], day_writes=ingest.PROCESS_DAY_WRITES)
         elif mode == "batched":
             pending.append(Event(user, ts))
             if len(pending) < batch:
                 continue
-            ingest.record_events(pending)
+            ingest.record_events(pending, day_writes=ingest.PROCESS_DAY_WRITES)
             pending = []
         else:
             with plain.pipeline() as pipe:
@@ -140,7 +140,7 @@ def _contended_writer(mode: str, seed: int, updates: int, hot: int, batch: int, 
                         retries += 1
         latencies.append(time.perf_counter() - started)
     if pending:
-        ingest.record_events(pending)
+        ingest.record_events(pending, day_writes=ingest.PROCESS_DAY_WRITES)
     out.put((latencies, retries))
 
 

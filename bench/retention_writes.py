@@ -34,7 +34,6 @@ def write_path(users: int, rounds: int, firsts: dict[int, date]) -> dict[str, An
         return [Event(str(user), clock.now(), f"/page/{user % 500}") for user in ids]
 
     def timed(events: list[Event], first_active: bool) -> float:
-        ingest.forget()
         cohort_store.queue_first_active = real if first_active else lambda *args, **kwargs: []
         try:
             return harness.timed(lambda: ingest.record_events(events))
@@ -76,7 +75,6 @@ def server_share(users: int, calls: int = 20) -> dict[str, float]:
     raw.config_set("slowlog-max-len", 1_000_000)
     raw.slowlog_reset()
     for _ in range(calls):
-        ingest.forget()
         ingest.record_events(
             [Event(str(user), clock.now(), f"/page/{user % 500}") for user in rng.sample(range(1, users + 1), BATCH)]
         )
@@ -115,7 +113,6 @@ def script_alone(firsts: dict[int, date]) -> dict[str, float]:
         pipe.execute()
 
     def record() -> None:
-        ingest.forget()
         ingest.record_events([Event(str(user), now, f"/page/{user % 500}") for user in users])
 
     times = {"call": [], "record": []}

@@ -45,7 +45,7 @@ def redis_client():
 
 def _forget_process_state() -> None:
     fail_open.reset()
-    ingest.forget()
+    ingest.PROCESS_DAY_WRITES.clear()
     funnels.forget()
     rate_limits.forget()
     tokens.clear()

@@ -119,7 +119,6 @@ def test_every_cell_and_every_active_count_match_the_model(
     User = get_user_model()
     with override_settings(ACTIVITY_TIME_ZONE=zone):
         delete_own_keys(redis_client)
-        ingest.forget()
         group = Group.objects.create(name="cohort-model")
         users: list[Any] = []
         try:
@@ -189,7 +188,6 @@ def test_a_late_event_moves_the_user_to_the_earlier_cohort(redis_client, at):
     today = calendar.day_of(now)
     at(now)
     ingest.record_events([Event("7", now)])  # today first
-    ingest.forget()
     ingest.record_events([Event("7", now - 3 * 86_400)])  # then three days ago, late
     found = cohorts.build(cohorts.Query(cohorts=5, periods=5), now)
     by_start = {row["start"]: row for row in found["cohorts"]}
@@ -410,7 +408,6 @@ def test_an_erase_clears_the_user_from_the_cohorts(redis_client, db, at):
     now = clock.now()
     at(now)
     ingest.record_events([Event("9", now), Event("10", now)])
-    ingest.forget()
     ingest.record_events([Event("9", now - 86_400)])  # late: moved back a day
     nine = dense_id(redis_client, "9")
     privacy.erase("9")
@@ -430,7 +427,6 @@ def test_the_rollup_of_a_sunday_keeps_the_weeks_cells(redis_client, at):
     zone = calendar.zone_name()
     for day, users in ((before_week + timedelta(days=2), range(1, 5)), (week + timedelta(days=3), (1, 2, 5, 6))):
         at(local(zone, day, 12 * 3_600))
-        ingest.forget()
         ingest.record_events([Event(str(user), clock.now()) for user in users])
     at(now)
     audience.rollup_day(sunday)

@@ -71,7 +71,6 @@ def test_the_write_path_assigns_in_its_existing_calls_one_round_trip(redis_clien
     ingest.record_events([Event(user="warm", ts=now)])
     calls = []
     for _ in range(2):  # new people, then the same people again
-        ingest._days_written.clear()
         with CommandDelta(redis_client) as delta, RoundTrips() as sent:
             ingest.record_events([Event(user=user, ts=now) for user in users])
         assert sent.count == 1
@@ -93,7 +92,6 @@ def test_an_erased_person_s_id_is_never_reused(redis_client, at):
     ingest.record_events([Event(user="gone", ts=now), Event(user="newcomer", ts=now)])
     assert dense_id(redis_client, "gone") is None  # tombstoned: skipped, no id
     at(now + privacy.tombstone_ttl() + 1)
-    ingest._days_written.clear()
     ingest.record_events([Event(user="gone", ts=now + privacy.tombstone_ttl() + 1)])
     assert dense_id(redis_client, "gone") not in {None, old}
     assert old not in {dense_id(redis_client, user) for user in ("stays", "newcomer", "gone")}

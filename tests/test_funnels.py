@@ -142,7 +142,6 @@ def test_no_funnel_no_funnel_call_and_one_call_per_partition_with_funnels(at):
 
     assert calls() == []
     define(["/a", "/b"])
-    ingest.forget()
     partitions = {funnel_store.partition_of(funnels.user_person(event.user)) for event in events}
     runs = calls()
     assert len(runs) == len(partitions)

@@ -364,7 +364,6 @@ def test_a_batch_goes_in_calls_of_bounded_keys_and_writes_what_one_call_would(re
     ingest.record_events(batch, names=names)
     whole = pv_state(redis_client)
     delete_own_keys(redis_client)
-    ingest.forget()
 
     monkeypatch.setattr(sessions_store, "PER_CALL", 8)
     servers = primaries(redis_client)

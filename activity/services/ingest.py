@@ -3,7 +3,7 @@ middleware's batches: everything in one pipeline, one Redis round trip."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 
@@ -38,6 +38,7 @@ def record_events(
     requests: int = 1,
     fence: Fence | None = None,
     visitor_views: Sequence[tuple[str, float, str]] = (),
+    day_writes: DayWrites | None = None,
 ) -> RecordResult:
     """Record a validated batch: one round trip, a second only when a last seen moved for a member
     of a built group view. Without ``fence`` a replay counts its page views again; with one (from
@@ -50,7 +51,8 @@ def record_events(
     ``requests`` count in the day's figure of its kind. A page view older than
     ``ACTIVITY_PAGE_STATS_DAYS`` is not recorded, so statistics exist only for periods an erase can name;
     one older than ``ACTIVITY_SESSION_WINDOW`` counts in its day's statistics but joins no session
-    (a late one within it takes its place by ``ts``).
+    (a late one within it takes its place by ``ts``). With ``day_writes``, a person's day it holds
+    (written lately by this process) is not written again: see ``DayWrites``.
     """
     people = kind == traffic.PERSON or (kind == traffic.MACHINE and conf.settings.COUNT_MACHINES)
     now = clock.now()
@@ -88,9 +90,11 @@ def record_events(
     actives: set[tuple[str, date]] = set()
     anonymous: set[tuple[str, date]] = set()
     if people:
-        actives = {pair for pair in {(event.user, day_of(event.ts)) for event in events} if not _written(pair)}
+        actives = {(event.user, day_of(event.ts)) for event in events}
+        anonymous = {(visitor, day_of(ts)) for visitor, ts in visitors}
+        if day_writes is not None:
+            actives, anonymous = day_writes.unwritten(actives), day_writes.unwritten(anonymous)
         user_visits = {(audience_store.user_visitor_id(user), day) for user, day in actives}
-        anonymous = {(visitor, day) for visitor, ts in visitors if not _written((visitor, day := day_of(ts)))}
         visits = {(bytes.fromhex(visitor), day) for visitor, day in anonymous}
         new = audience_store.queue_visits(pipe, user_visits, visits, now)
         audience_store.queue_actives(pipe, actives, now)
@@ -108,8 +112,8 @@ def record_events(
     groups_of = group_store.GroupIndexes(pipe, latest)
     pipe.execute()
 
-    for pair in (*actives, *anonymous):
-        _days_written.put(pair, True, now + DAY_WRITES_CACHE)
+    if day_writes is not None:
+        day_writes.add((*actives, *anonymous), now)
     if moved.value:
         groups.propagate(latest, groups_of.grouped())
     accepted = len(events) + len(visitors)
@@ -122,18 +126,31 @@ def record_events(
     )
 
 
-# (user or visitor id, day) pairs this process wrote lately. Those writes are idempotent (a bit, an
-# HLL member, a first visit), so a repeat within DAY_WRITES_CACHE seconds is left out: a user's next
-# views cost only last seen and session. A pair Redis lost is written again once its entry expires.
-DAY_WRITES_CACHE = 60
-_days_written: ExpiringCache[bool] = ExpiringCache(100_000)
+DAY_WRITES_CACHE = 60  # seconds a DayWrites remembers a pair
 
 
-def _written(pair: tuple[str, date]) -> bool:
-    return _days_written.get(pair) is not None
+class DayWrites:
+    """The (user or visitor id, day) pairs a process wrote lately. Those writes are idempotent (a
+    bit, an HLL member, a first visit), so a caller that passes this to ``record_events`` leaves a
+    repeat within ``DAY_WRITES_CACHE`` seconds out: a user's next views cost only last seen and
+    session. A pair Redis lost is written again once its entry expires. A call without one writes
+    every pair."""
+
+    def __init__(self, size: int = 100_000) -> None:
+        self._pairs: ExpiringCache[bool] = ExpiringCache(size)
+
+    def unwritten(self, pairs: set[tuple[str, date]]) -> set[tuple[str, date]]:
+        return {pair for pair in pairs if self._pairs.get(pair) is None}
+
+    def add(self, pairs: Iterable[tuple[str, date]], now: float) -> None:
+        for pair in pairs:
+            self._pairs.put(pair, True, now + DAY_WRITES_CACHE)
+
+    def clear(self) -> None:
+        """Forget every pair, so the next events write them again at once: for a process whose
+        Redis was emptied under it (the tests' case)."""
+        self._pairs.clear()
 
 
-def forget() -> None:
-    """Forget the pairs written lately, so the next events write them again at once rather than
-    within ``DAY_WRITES_CACHE``: for a process whose Redis was emptied under it (the tests' case)."""
-    _days_written.clear()
+# The one the service's own callers share (the tracking batches, the ingest API, the task).
+PROCESS_DAY_WRITES = DayWrites()

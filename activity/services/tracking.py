@@ -87,6 +87,7 @@ def send(entries: list[Entry]) -> None:
             kind=kind,
             requests=batch.requests,
             visitor_views=batch.visitor_views,
+            day_writes=ingest.PROCESS_DAY_WRITES,
         )
 
 

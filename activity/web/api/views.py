@@ -114,7 +114,7 @@ class EventsView(ServiceView):
         events = s.clean_batch(request.data)
 
         def record(fence: Any = None) -> dict[str, Any]:
-            result = ingest.record_events(events, fence=fence)
+            result = ingest.record_events(events, fence=fence, day_writes=ingest.PROCESS_DAY_WRITES)
             return {"accepted": result.accepted, "last_seen_updated": result.last_seen_updated}
 
         if key is None:

@@ -5,17 +5,19 @@ SCANs and the work is bounded by the retention, never by the number of users."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from activity import calendar
 from activity.store import audience, funnels, keys, pages_now
-from activity.store.client import Client, Reply
+from activity.store.client import Client, Sum
 from activity.store.last_seen import partition_of
 from activity.store.scripts import LuaScript, Pipeline
 
-ERASE = LuaScript("erase")
+ZERO_FIELD = LuaScript("zero_field")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,71 +37,98 @@ class Where:
     person: str  # the user as funnels name people (``u:<user>``)
 
 
-def _queue_erase(
-    pipe: Pipeline, tombstones: str, member: str | bytes, cleaned: Sequence[tuple[str, str]], now: float, until: float
-) -> Reply:
-    """Queue one ``erase.lua`` call: ``cleaned`` is (key, operation) pairs of one slot."""
-    script_keys = [tombstones, *(key for key, _ in cleaned)]
-    return pipe.script(ERASE, script_keys, [member, repr(now), repr(until), *(op for _, op in cleaned)])
+def _queue_tombstone(pipe: Pipeline, tombstones: str, member: str | bytes, now: float, until: float) -> None:
+    """Tombstone ``member`` until ``until`` in the slot of ``tombstones``, whose writes look it up and
+    skip the member: the set drops its expired members and lives as long as its latest."""
+    lifetime = math.ceil(until - now)
+    pipe.zremrangebyscore(tombstones, "-inf", now)
+    pipe.zadd(tombstones, {member: until}, gt=True)
+    pipe.expire(tombstones, lifetime, nx=True)  # a set just made
+    pipe.expire(tombstones, lifetime, gt=True)  # one that would go before this tombstone
 
 
 def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, list[str]]:
     """Erase the user everywhere but a running flush's claim (the flush settles it), tombstoned
-    until ``until`` in each slot that checks. One round trip; returns (traces removed, ids of the
-    groups whose views index the user). Drop those views after: a build reads the epoch before last
-    seen, so one that read the user's last seen before this erase cannot publish past the bump."""
-    user = where.user
-    pv: list[tuple[str, str]] = [(keys.viewer(user), "viewer"), (keys.display_aliases(user), "aliases")]
-    pv += [(keys.viewers_by_name(period), "byname") for period in where.page_periods]
-    pv += [(keys.viewers_by_name_pending(period), "pending") for period in where.page_periods]
-    pv += [(keys.top_viewers(period), "zrem") for period in where.page_periods]
-    pv += [(keys.session(user), "del"), (keys.recommendations(user), "del"), (keys.linked_visitors(user), "del")]
-    pv += [(key, "del") for copy in where.report_copies for key in (keys.report_rows(copy), keys.report_meta(copy))]
-    au = [(keys.dense_ids(), "map"), *((bitmap, "bit") for bitmap in where.bitmaps), (keys.first_day(), "u16")]
+    until ``until`` in each slot that checks; returns (traces removed: keys deleted, members
+    removed, bits cleared; ids of the groups whose views index the user). Drop those views after: a
+    build reads the epoch before last seen, so one that read the user's last seen before this erase
+    cannot publish past the bump.
 
+    Two round trips. The first tombstones the user in every slot, then reads what names the rest
+    (display names, dense id, linked visitors, groups); the second removes. Every write of those
+    slots skips a tombstoned user, so what the first read cannot change before the second: the
+    removals are plain commands, each in any order after the tombstones."""
+    user = where.user
     part = partition_of(user)
-    ls = [(part.seen, "zrem"), (part.dirty, "zrem")]
     progress, progress_tombstones = funnels.person_keys(where.person)
     pipe = client.pipeline(transaction=False)
-    pipe.zrange(keys.linked_visitors(user), 0, -1)  # read before the {pv} erase below deletes it
+    for tombstones, member in (
+        (progress_tombstones, where.person),
+        (pages_now.tombstones_key(), where.person),
+        (part.tombstones, user),
+        (keys.tombstones("pv"), user),
+        (keys.tombstones("au"), where.digest),
+        (where.visitor_tombstones, where.visitor),
+    ):
+        _queue_tombstone(pipe, tombstones, member, now, until)
+    pipe.hget(keys.viewer(user), keys.VIEWER_NAME)
+    display = pipe.reply()
+    pipe.smembers(keys.display_aliases(user))
+    aliases = pipe.reply()
+    pipe.hget(keys.dense_ids(), where.digest)
+    dense = pipe.reply()
+    pipe.zrange(keys.linked_visitors(user), 0, -1)
     visitors = pipe.reply()
-    calls = [
-        _queue_erase(pipe, progress_tombstones, where.person, [(progress, "del")], now, until),
-        _queue_erase(pipe, pages_now.tombstones_key(), where.person, [], now, until),
-        pages_now.queue_forget(pipe, where.person),
-        _queue_erase(pipe, part.tombstones, user, ls, now, until),
-        _queue_erase(pipe, keys.tombstones("pv"), user, pv, now, until),
-        _queue_erase(pipe, keys.tombstones("au"), where.digest, au, now, until),
-        _queue_erase(
-            pipe, where.visitor_tombstones, where.visitor, [(key, "hdel") for key in where.visitor_hashes], now, until
-        ),
-    ]
-    for key in where.rate_counters:
-        pipe.delete(key)
     pipe.smembers(keys.user_groups(user))
-    results = pipe.execute()
-    if visitors.value:
-        calls += _erase_visitors(client, visitors.value, now, until)
-    return sum(call.value for call in calls), sorted(results[-1])
+    groups = pipe.reply()
+    pipe.execute()
+
+    # Each by-name entry the user can have: under every name they went by, and under their id.
+    entries = [f"{name}\0{user}" for name in {user, *([display.value] if display.value else []), *aliases.value}]
+    gone: list[tuple[Any, ...]] = [("DEL", progress), ("ZREM", part.seen, user), ("ZREM", part.dirty, user)]
+    for period in where.page_periods:
+        gone.append(("ZREM", keys.viewers_by_name(period), *entries))
+        gone.append(("SREM", keys.viewers_by_name_pending(period), *entries))
+        gone.append(("ZREM", keys.top_viewers(period), user))
+    per_user = [keys.viewer(user), keys.display_aliases(user), keys.session(user), keys.recommendations(user)]
+    per_user.append(keys.linked_visitors(user))
+    per_user += [key for copy in where.report_copies for key in (keys.report_rows(copy), keys.report_meta(copy))]
+    gone += [("DEL", key) for key in (*per_user, *where.rate_counters)]
+    gone += [("HDEL", key, where.visitor) for key in where.visitor_hashes]
+    if dense.value is not None:
+        gone.append(("HDEL", keys.dense_ids(), where.digest))
+    tombstoned, linked_gone = _linked_visitors(visitors.value, calendar.day_of(now))
+    for tombstones, member in tombstoned:
+        _queue_tombstone(pipe, tombstones, member, now, until)
+    removed = [pages_now.queue_forget(pipe, where.person)]
+    for command in (*gone, *linked_gone):
+        pipe.execute_command(*command)
+        removed.append(pipe.reply())
+    if dense.value is not None:
+        removed += [pipe.script(ZERO_FIELD, [bitmap], ["u1", dense.value]) for bitmap in where.bitmaps]
+        removed.append(pipe.script(ZERO_FIELD, [keys.first_day()], ["u16", dense.value]))
+    pipe.execute()
+    return Sum(removed).value, sorted(groups.value)
 
 
-def _erase_visitors(client: Client, visitors: Sequence[str], now: float, until: float) -> list[Reply]:
-    """Erase the visitors linked to an erased user (at most ``services.signin.MAX_LINKED``), each
-    tombstoned in its slots: its link, session, first visit and funnel progress. One round trip."""
-    day = calendar.day_of(now)
-    pipe = client.pipeline(transaction=False)
-    calls = []
+def _linked_visitors(visitors: Sequence[str], day: date) -> tuple[list[tuple[str, bytes | str]], list[tuple[Any, ...]]]:
+    """The visitors linked to an erased user (at most ``services.signin.MAX_LINKED``): where each is
+    tombstoned (tombstones, member), and the commands that remove its link, session, first visit and
+    funnel progress."""
+    tombstoned: list[tuple[str, bytes | str]] = []
+    gone: list[tuple[Any, ...]] = []
     for visitor in visitors:
         raw = bytes.fromhex(visitor)
         shard = audience.shard_of(raw)
         hashes, tombstones = audience.visitor_home(raw, day)
-        cleaned = [(keys.visitor_link(shard, visitor), "del"), (keys.visitor_session(shard, visitor), "del")]
-        calls.append(_queue_erase(pipe, tombstones, raw, [*cleaned, *((key, "hdel") for key in hashes)], now, until))
         person = funnels.visitor_person(visitor)
         state, state_tombstones = funnels.person_keys(person)
-        calls.append(_queue_erase(pipe, state_tombstones, person, [(state, "del")], now, until))
-    pipe.execute()
-    return calls
+        tombstoned += [(tombstones, raw), (state_tombstones, person)]
+        gone += [
+            ("DEL", key) for key in (keys.visitor_link(shard, visitor), keys.visitor_session(shard, visitor), state)
+        ]
+        gone += [("HDEL", key, raw) for key in hashes]
+    return tombstoned, gone
 
 
 @dataclass(frozen=True, slots=True)

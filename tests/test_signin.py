@@ -69,7 +69,10 @@ def visitor_of(browser: Client) -> str:
 def visits(visitor: str, *views: tuple[float, str]) -> None:
     """A visitor's page views, as the middleware's batches hand them to ingest."""
     ingest.record_events(
-        [], visitors=[(visitor, ts) for ts, _ in views], visitor_views=[(visitor, ts, p) for ts, p in views]
+        [],
+        visitors=[(visitor, ts) for ts, _ in views],
+        visitor_views=[(visitor, ts, p) for ts, p in views],
+        day_writes=ingest.PROCESS_DAY_WRITES,
     )
 
 
@@ -266,7 +269,9 @@ def test_visitor_page_views_cost_one_script_call_per_visitor_in_the_batchs_round
         visits(visitor, (NOON - 1, "/warm"))  # first visits written and remembered by this process
     views = [(visitor, NOON + n, f"/p{n}") for n in range(2) for visitor in visitors]
     with CommandDelta(redis_client) as delta, RoundTrips() as sent:
-        ingest.record_events([], visitors=[(v, ts) for v, ts, _ in views], visitor_views=views)
+        ingest.record_events(
+            [], visitors=[(v, ts) for v, ts, _ in views], visitor_views=views, day_writes=ingest.PROCESS_DAY_WRITES
+        )
     assert sent.count == 1
     # One script call per visitor, beside pages now's two for the batch (docs/live.md).
     assert (delta.calls["evalsha"], delta.calls["rpush"], delta.calls["pexpire"]) == (3 + 2, 3, 3)

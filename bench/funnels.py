@@ -1,5 +1,6 @@
 """What funnels cost the write path (docs/funnels.md): Redis CPU per page view with no funnel and
-with 20 (half sequential, half strict), side by side, and the bytes their state takes.
+with 20 (half sequential, half strict), side by side; the recording process's own CPU per view (it
+advances the people's states); and the bytes their state takes.
 
 Three sets of ``--users`` signed-in users browse a site of 200 pages, one page view each per round
 through ``ingest.record_events`` in batches of 1,000, rounds 10 s apart, each view's page drawn by
@@ -94,14 +95,17 @@ def run(users: int, rounds: int) -> None:
         pages = rng.choices(range(PAGES), popularity, k=users)
         return [Event(user=str(first + n), ts=moment[0], path=f"/p/{page}") for n, page in enumerate(pages)]
 
-    def push(first: int, definitions: list) -> tuple[float, Counter, Counter]:
-        """Redis CPU per view of one set's round, and the calls and microseconds of each command."""
+    def push(first: int, definitions: list) -> tuple[float, float, Counter, Counter]:
+        """Redis CPU per view of one set's round, this process's CPU per view recording it, and the
+        calls and microseconds of each command."""
         funnels.read_definitions = lambda: definitions
         funnels.forget()
         batch = views(first)
         before, stats = cpu_seconds(client), client.info("commandstats")
+        recording = time.process_time()
         for start in range(0, users, BATCH):
             ingest.record_events(batch[start : start + BATCH], day_writes=ingest.PROCESS_DAY_WRITES)
+        own = (time.process_time() - recording) * 1e6 / users
         after = client.info("commandstats")
         cpu = (cpu_seconds(client) - before) * 1e6 / users
         calls, usec = Counter(), Counter()
@@ -109,7 +113,7 @@ def run(users: int, rounds: int) -> None:
             if name != "cmdstat_info":
                 calls[name.removeprefix("cmdstat_")] = value["calls"] - stats.get(name, {}).get("calls", 0)
                 usec[name.removeprefix("cmdstat_")] = value["usec"] - stats.get(name, {}).get("usec", 0)
-        return cpu, calls, usec
+        return cpu, own, calls, usec
 
     variants = {
         "no funnel": (0, []),
@@ -117,17 +121,20 @@ def run(users: int, rounds: int) -> None:
         f"{FUNNELS} funnels, steps among all {PAGES} pages": (2 * users, anywhere),
     }
     cpu: dict[str, list[float]] = {name: [] for name in variants}
+    python: dict[str, list[float]] = {name: [] for name in variants}
     calls: dict[str, Counter] = {name: Counter() for name in variants}
     usec: dict[str, Counter] = {name: Counter() for name in variants}
     for r in range(rounds + 1):  # round 0 warms up: sessions started, the users' day written
         moment[0] += ROUND_S
         for name, (first, definitions) in variants.items():
-            spent, counted, timed = push(first, definitions)
+            spent, own, counted, timed = push(first, definitions)
             if r:
                 cpu[name].append(spent)
+                python[name].append(own)
                 calls[name] += counted
                 usec[name] += timed
     medians = {name: statistics.median(samples) for name, samples in cpu.items()}
+    python_medians = {name: statistics.median(samples) for name, samples in python.items()}
     sample = views(0)
     matching = {}
     for name, (_, definitions) in variants.items():
@@ -139,7 +146,6 @@ def run(users: int, rounds: int) -> None:
     extra_us = {cmd: (n - usec["no funnel"][cmd]) / (users * rounds) for cmd, n in usec[heavy].items()}
     scripts_us = extra_us.pop("evalsha", 0.0)
     commands_us = sum(extra_us.values())  # what the funnel script's commands add; the rest is its Lua
-    state_bytes, codec_us = progress_codec(client)
 
     memory = memory_by_family(client)
     state = memory.get(STATE_FAMILY, (0, 0))
@@ -152,6 +158,7 @@ def run(users: int, rounds: int) -> None:
             for name, (_, definitions) in variants.items()
         },
         "redis_cpu_us_per_page_view": medians,
+        "recording_process_cpu_us_per_page_view": python_medians,
         "samples": cpu,
         "ratio_to_no_funnel": {name: us / medians["no funnel"] for name, us in medians.items()},
         "share_of_views_matching_a_step": matching,
@@ -164,8 +171,6 @@ def run(users: int, rounds: int) -> None:
             "scripts": scripts_us,
             "commands_in_them": commands_us,
             "lua": scripts_us - commands_us,
-            "median_state_bytes": state_bytes,
-            "decode_and_encode_us": codec_us,
         },
     }
     table = [
@@ -175,12 +180,14 @@ def run(users: int, rounds: int) -> None:
             "Redis CPU us per view",
             "ratio",
             "commands per view",
+            "recording process CPU us per view",
         ]
     ]
     for name, us in medians.items():
         commands = sum(per_view[name].values())
+        ratio = f"{us / medians['no funnel']:.2f}x"
         table.append(
-            [name, f"{matching[name]:.0%}", f"{us:.1f}", f"{us / medians['no funnel']:.2f}x", f"{commands:.2f}"]
+            [name, f"{matching[name]:.0%}", f"{us:.1f}", ratio, f"{commands:.2f}", f"{python_medians[name]:.1f}"]
         )
     extra = {cmd: n - per_view["no funnel"].get(cmd, 0) for cmd, n in per_view[heavy].items()}
     notes = (
@@ -191,31 +198,12 @@ def run(users: int, rounds: int) -> None:
         + f". State: {state[0]:,} people, {results['state_bytes_per_person']:.0f} bytes each (their progress in "
         f"every funnel); counts: {counts[0]:,} hashes, {counts[1]:,} bytes in all. Where the added Redis time "
         f"goes (commandstats): {scripts_us:.1f} us a view more in scripts, of which {commands_us:.1f} us in the "
-        f"commands they run and {scripts_us - commands_us:.1f} us in their Lua; decoding and encoding a person's "
-        f"progress (the median state, {state_bytes} bytes) takes {codec_us:.1f} us of it. "
+        f"commands they run and {scripts_us - commands_us:.1f} us in their Lua. The recording process (this "
+        "one, as the middleware's batches and the ingest API) matches the paths and advances the states "
+        "itself: its CPU per view is the last column. "
         f"Command: `python -m bench.funnels --users {users} --rounds {rounds}`."
     )
     harness.write("funnels", results, table, notes)
-
-
-def progress_codec(client, repeat: int = 10_000) -> tuple[int, float]:
-    """The median size of the people's states, and the microseconds Redis's Lua takes to decode and
-    encode that state's progress (its JSON part) once, timed over ``repeat`` in one EVAL."""
-    from activity.store import families
-
-    def is_state(key: str) -> bool:
-        found = families.family_of(key)
-        return found is not None and found[0].pattern == STATE_FAMILY
-
-    keys = [key for key in client.scan_iter(match=families.sweep_pattern(), count=1000) if is_state(key)]
-    states = sorted((client.get(key) or "" for key in keys), key=len)
-    if not states:
-        return 0, 0.0
-    median = states[len(states) // 2]
-    script = f"for i = 1, {repeat} do cjson.encode(cjson.decode(ARGV[1])) end return 1"
-    started = time.perf_counter()
-    client.eval(script, 0, median.split("|", 2)[2])
-    return len(median.encode()), (time.perf_counter() - started) * 1e6 / repeat
 
 
 if __name__ == "__main__":

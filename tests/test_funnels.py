@@ -18,6 +18,7 @@ from activity.store import keys
 from activity.store.client import get_client
 from tests.clients import APIClient, Client
 from tests.conftest import with_permissions
+from tests.redis_probe import RoundTrips
 from tests.test_scripts import primaries, script_calls, script_names
 
 pytestmark = pytest.mark.django_db
@@ -133,20 +134,41 @@ def test_no_funnel_no_funnel_call_and_one_call_per_partition_with_funnels(at):
     events = [view(str(n), noon(), "/a") for n in range(40)]
     names = script_names()
 
-    def calls() -> list[list[bytes]]:
-        """The commands each ``funnel_advance`` call of the batch ran, by name. A call that ran none
-        met a server without the script (NOSCRIPT), and ran again once it was loaded."""
-        found = script_calls(primaries(client), lambda: ingest.record_events(events))
-        runs = [[command[0].upper() for command in run] for sha, _, run in found if names.get(sha) == "funnel_advance"]
-        return [run for run in runs if run]
+    def calls() -> tuple[int, list[list[bytes]]]:
+        """The batch's round trips, and the commands each ``funnel_commit`` call ran, by name. A call
+        that ran none met a server without the script (NOSCRIPT), and ran again once it was loaded."""
+        with RoundTrips() as sent:
+            found = script_calls(primaries(client), lambda: ingest.record_events(events))
+        runs = [[command[0].upper() for command in run] for sha, _, run in found if names.get(sha) == "funnel_commit"]
+        return sent.count, [run for run in runs if run]
 
-    assert calls() == []
+    assert calls() == (1, [])
     define(["/a", "/b"])
     partitions = {funnel_store.partition_of(funnels.user_person(event.user)) for event in events}
-    runs = calls()
-    assert len(runs) == len(partitions)
-    # Each call reads its people's states in one MGET, whatever their number.
+    trips, runs = calls()
+    # The batch's round trip reads the people's states; one more writes them back, a call per partition.
+    assert trips == 2 and len(runs) == len(partitions)
+    # Each call checks its people's states in one MGET, whatever their number, and writes each back.
     assert all(run.count(b"MGET") == 1 and b"GET" not in run for run in runs)
+    assert sum(run.count(b"SET") for run in runs) == len(events)
+
+
+def test_a_person_written_by_another_process_between_read_and_write_is_moved_on_again(at):
+    """Two batches read the same person's (missing) state; the second writes after the first did,
+    so it reads the state again and moves it on from there: step 1 is counted once. A write that
+    did not check would count the person at step 1 twice."""
+    at(noon() + 7200)
+    funnel = define(["/a", "/b"])
+    person = funnels.user_person("1")
+    pipe = get_client().pipeline(transaction=False)
+    first = funnels.queue_views(pipe, [(person, noon(), "/a")])
+    second = funnels.queue_views(pipe, [(person, noon() + 1, "/a"), (person, noon() + 2, "/b")])
+    pipe.execute()
+    funnels.advance(first, noon() + 7200)
+    funnels.advance(second, noon() + 7200)
+    assert people(funnel) == [1, 1]
+    state = get_client().get(funnel_store.person_keys(person)[0])
+    assert funnel_store.progress(state)["latest_view"] == noon() + 2
 
 
 def test_bots_and_machines_never_count(at):

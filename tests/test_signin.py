@@ -188,10 +188,12 @@ def test_a_user_and_a_visitor_who_both_entered_are_counted_once_more_at_no_step(
 
 
 def test_the_merge_keeps_the_higher_step_per_period_and_the_latest_chain_per_level_and_day():
-    theirs = '5|,|{"1":{"p":{"d:20261125":1},"c":[[1,5,"d:20261125","w:2026W48","m:202611"]]}}'
-    ours = '7|,2,|{"1":{"p":{"d:20261125":2},"c":[[1,3,"d:20261125","w:2026W48","m:202611"]]},"2":{"p":{},"c":{}}}'
+    theirs = '{"t":5,"f":{"1":{"p":{"d:20261125":1},"c":[[1,5,"d:20261125","w:2026W48","m:202611"]]}}}'
+    ours = (
+        '{"t":7,"f":{"1":{"p":{"d:20261125":2},"c":[[1,3,"d:20261125","w:2026W48","m:202611"]]},"2":{"p":{},"c":[]}}}'
+    )
     merged = funnel_store.merge_states(ours, theirs)
-    assert merged is not None and merged.startswith("7|,2,|")
+    assert merged is not None and funnel_store.progress(merged)["latest_view"] == 7
     assert funnel_store.progress(merged)["progress"][0] == {
         "funnel": 1,
         "counted": {"d:20261125": 2},

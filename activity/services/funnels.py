@@ -1,11 +1,13 @@
 """Funnels (docs/funnels.md): staff define them (``Funnel`` rows), page views advance each person's
-progress as they are recorded (``services.ingest``, one script call per partition of people), and a
+progress as they are recorded (``services.ingest``: the batch's round trip reads its people's
+states, ``advance`` moves them on and writes them back in one more), and a
 report reads each step's people live from Redis, or from the rollup's rows once a period is final.
 Each process reads the definitions at most every ``REFRESH_S`` seconds: with none defined, page
 views cost nothing more."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -21,14 +23,16 @@ from activity import calendar, clock
 from activity.calendar import DAY_SECONDS
 from activity.funnel_rules import MAX_FUNNELS, step_matches
 from activity.models import Funnel, FunnelCount
+from activity.store import funnel_progress
 from activity.store import funnels as store
-from activity.store.client import Sum, get_client
+from activity.store.client import get_client
 from activity.store.lifetimes import KEEP_DAYS
 from activity.store.scripts import Pipeline
 
 logger = logging.getLogger("activity.services.funnels")
 
 REFRESH_S = 5.0  # seconds a process keeps the definitions it read before reading them again
+COMMIT_TRIES = 5  # writes of a person's state a batch tries while other processes write it too
 # The rollup writes the periods that became final in these last days: its counts keys live
 # KEEP_DAYS past their month and window, a week's first days in the month before.
 CATCH_UP_DAYS = KEEP_DAYS - 7
@@ -38,7 +42,7 @@ CATCH_UP_DAYS = KEEP_DAYS - 7
 class Definition:
     """A funnel as the write path and the reports use it."""
 
-    store: store.Funnel
+    store: funnel_progress.Funnel
     steps: tuple[str, ...]
     created: float  # epoch seconds: views before it are not counted
 
@@ -46,7 +50,7 @@ class Definition:
     def of(cls, row: Funnel) -> Definition:
         steps = tuple(row.steps)
         return cls(
-            store=store.Funnel(id=row.pk, strict=row.mode == "strict", window=row.window, steps=len(steps)),
+            store=funnel_progress.Funnel(id=row.pk, strict=row.mode == "strict", window=row.window, steps=len(steps)),
             steps=steps,
             created=row.created.timestamp(),
         )
@@ -68,11 +72,11 @@ class Matcher:
                 else:
                     self.exact.setdefault(step, []).append((definition, number))
 
-    def view(self, person: str, ts: float, path: str) -> store.View:
+    def view(self, person: str, ts: float, path: str) -> funnel_progress.View:
         """The view with the steps its path matches (those of funnels created after ``ts`` left out)."""
         found = [*self.exact.get(path, ()), *((d, n) for step, d, n in self.prefixes if step_matches(step, path))]
         matches = tuple((definition.store.id, number) for definition, number in found if definition.created <= ts)
-        return store.View(person=person, ts=ts, matches=matches)
+        return funnel_progress.View(person=person, ts=ts, matches=matches)
 
 
 def read_definitions() -> list[Funnel]:
@@ -117,18 +121,64 @@ def forget(**kwargs: Any) -> None:
     _cache.forget()
 
 
-def queue_views(pipe: Pipeline, views: Sequence[tuple[str, float, str]], now: float) -> Sum | None:
-    """Queue the funnels' work for ``views`` (person, ts, path), in arrival order: every page view
-    of people, since a view that matches no step still ends a strict funnel's chain and is the
-    latest view of its person. None when there is no page view or no funnel defined (then nothing is
-    queued, and a batch of other events never reads the definitions)."""
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A batch's page views for the funnels, per person in arrival order with their periods, and
+    their people's states once the batch's round trip has read them."""
+
+    funnels: dict[int, funnel_progress.Funnel]
+    views: dict[str, list[tuple[funnel_progress.View, funnel_progress.Periods]]]
+    states: store.States
+
+
+def queue_views(pipe: Pipeline, views: Sequence[tuple[str, float, str]]) -> Pending | None:
+    """Queue reading the states of the people of ``views`` (person, ts, path), in arrival order: every
+    page view of people, since a view that matches no step still ends a strict funnel's chain and is
+    the latest view of its person; ``advance`` does the rest once the pipeline has run. None when
+    there is no page view or no funnel defined (then nothing is queued, and a batch of other events
+    never reads the definitions)."""
     if not views:
         return None
     matcher = _cache.matcher()
     if not matcher.definitions:
         return None
-    taken = [matcher.view(person, ts, path) for person, ts, path in views]
-    return store.queue_advance(pipe, [definition.store for definition in matcher.definitions], taken, now)
+    by_person: dict[str, list[tuple[funnel_progress.View, funnel_progress.Periods]]] = {}
+    for person, ts, path in views:
+        by_person.setdefault(person, []).append((matcher.view(person, ts, path), _periods(calendar.day_of(ts))))
+    defined = {definition.store.id: definition.store for definition in matcher.definitions}
+    return Pending(funnels=defined, views=by_person, states=store.queue_states(pipe, list(by_person)))
+
+
+@functools.lru_cache(maxsize=64)
+def _periods(day: date) -> funnel_progress.Periods:
+    day_name, week, month = (store.period_key(period, day) for period in calendar.PERIODS)
+    return day_name, week, month
+
+
+def advance(pending: Pending | None, now: float) -> None:
+    """Move the people of ``pending`` on with their views and write their states back, each only if
+    no other process wrote it since it was read; those that one did are read and moved on again (at
+    most ``COMMIT_TRIES`` times: past them, the batch's views of that person are left out of the
+    funnels, and logged). One round trip, and two more per retry."""
+    if pending is None:
+        return
+    client = get_client()
+    states = pending.states.value
+    for _ in range(COMMIT_TRIES):
+        changes = []
+        for person, state in states.items():
+            advanced = funnel_progress.advance(state, pending.views[person], pending.funnels)
+            if advanced is not None:
+                changes.append(store.Change(person=person, read=state, advanced=advanced))
+        if not changes:
+            return
+        again = store.commit(client, changes, list(pending.funnels.values()), now)
+        if not again:
+            return
+        states = store.read_states(client, again)
+    logger.warning(
+        "funnels: %d people's views left out, their states written by others %d times", len(states), COMMIT_TRIES
+    )
 
 
 def user_person(user: str) -> str:

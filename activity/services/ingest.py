@@ -40,7 +40,8 @@ def record_events(
     visitor_views: Sequence[tuple[str, float, str]] = (),
     day_writes: DayWrites | None = None,
 ) -> RecordResult:
-    """Record a validated batch: one round trip, a second only when a last seen moved for a member
+    """Record a validated batch: one round trip, one more when funnels are defined and the batch has
+    page views of people (their progress written back), and one when a last seen moved for a member
     of a built group view. Without ``fence`` a replay counts its page views again; with one (from
     ``services.idempotency``) they are written only by the attempt that holds it, and only once.
 
@@ -89,6 +90,7 @@ def record_events(
     new = Sum()
     actives: set[tuple[str, date]] = set()
     anonymous: set[tuple[str, date]] = set()
+    funnel_views: funnels.Pending | None = None
     if people:
         actives = {(event.user, day_of(event.ts)) for event in events}
         anonymous = {(visitor, day_of(ts)) for visitor, ts in visitors}
@@ -104,7 +106,7 @@ def record_events(
             if (path := viewed(raw, ts := round(ts, 3))) is not None:
                 person_views.append((funnels.visitor_person(visitor), ts, path))
                 visitor_pages.append((visitor, ts, path))
-        funnels.queue_views(pipe, person_views, now)
+        funnel_views = funnels.queue_views(pipe, person_views)
         pages_now.queue_views(pipe, person_views, now)
         signin.queue_visitor_views(pipe, visitor_pages, now)  # what a sign-in moves to the user
     if kind != traffic.PERSON:
@@ -114,6 +116,7 @@ def record_events(
 
     if day_writes is not None:
         day_writes.add((*actives, *anonymous), now)
+    funnels.advance(funnel_views, now)
     if moved.value:
         groups.propagate(latest, groups_of.grouped())
     accepted = len(events) + len(visitors)

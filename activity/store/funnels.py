@@ -1,11 +1,11 @@
-"""Funnel progress and counts (docs/funnels.md): each person's progress in every funnel is one string,
-advanced by ``lua/funnel_advance.lua`` with a batch's page views, and reaching a step adds the
-person to the counts of the entry's day, week and month. People are spread over ``PARTITIONS``
-hash tags, so a Cluster spreads the calls; a read sums the partitions in one round trip."""
+"""Funnel progress and counts (docs/funnels.md): each person's progress in every funnel is one string
+(``store.funnel_progress``), read with a batch's round trip, advanced in Python and written back
+if unchanged (``lua/funnel_commit.lua``), and reaching a step adds the person to the counts of the
+entry's day, week and month. People are spread over ``PARTITIONS`` hash tags, so a Cluster spreads
+the calls; a read sums the partitions in one round trip."""
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections import defaultdict
 from collections.abc import Sequence
@@ -16,37 +16,18 @@ from typing import Any
 from activity import calendar
 from activity.calendar import DAY_SECONDS
 from activity.funnel_rules import MAX_WINDOW
-from activity.store import keys
-from activity.store.client import PER_CALL, Client, Reply, Sum, chunks
+from activity.store import funnel_progress, keys
+from activity.store.client import PER_CALL, Client, Reply, chunks
+from activity.store.funnel_progress import Advanced, Funnel
 from activity.store.lifetimes import KEEP_DAYS
 from activity.store.scripts import LuaScript, Pipeline
 
-ADVANCE = LuaScript("funnel_advance")
+COMMIT = LuaScript("funnel_commit")
 
 PARTITIONS = 16  # hash tags {fn:0}..{fn:15}; changing it re-homes every person, so it is fixed
 # A person's progress lives the longest window of the funnels plus this many days after the latest
 # view a funnel took: the longest month, so the person counts once in it, and a day of margin.
 STATE_DAYS = 32
-
-
-@dataclass(frozen=True, slots=True)
-class Funnel:
-    """What the store needs of a funnel's definition."""
-
-    id: int
-    strict: bool
-    window: int  # seconds
-    steps: int
-
-
-@dataclass(frozen=True, slots=True)
-class View:
-    """A person's page view: ``matches`` are the (funnel id, step) pairs its path matches (none: it
-    still ends the strict funnels' chains and is the person's latest view)."""
-
-    person: str  # "u:<user>" or "v:<visitor>"
-    ts: float
-    matches: tuple[tuple[int, int], ...]
 
 
 def visitor_person(visitor: str) -> str:
@@ -80,41 +61,77 @@ def counts_ttl(month: date, now: float) -> int:
     return max(calendar.seconds_left(calendar.last_day("month", month), KEEP_DAYS + MAX_WINDOW // DAY_SECONDS, now), 1)
 
 
-def queue_advance(pipe: Pipeline, funnels: Sequence[Funnel], views: Sequence[View], now: float) -> Sum:
-    """Queue one script call per partition (and ``PER_CALL`` people) the views touch, views in
-    arrival order; returns how many step counts they added, once the pipeline has run."""
-    by_partition: dict[int, dict[str, list[View]]] = defaultdict(dict)
-    for view in views:
-        by_partition[partition_of(view.person)].setdefault(view.person, []).append(view)
-    number = {funnel.id: n for n, funnel in enumerate(funnels, 1)}
-    longest = max(funnel.window for funnel in funnels)
-    head: list[str | int] = []
-    for funnel in funnels:
-        head += [funnel.id, "strict" if funnel.strict else "sequential", funnel.window, funnel.steps]
-    added = Sum()
-    for partition, people in by_partition.items():
-        for group in chunks(people.items(), PER_CALL):
-            call_views = [view for _, own in group for view in own]
-            days = sorted({calendar.day_of(view.ts) for view in call_views})
-            # Entries still moving on began at most a window before the call's first view.
-            months = months_between(calendar.day_of(min(view.ts for view in call_views) - longest), days[-1])
-            day_number = {day: n for n, day in enumerate(days, 1)}
-            args: list[str | int] = [repr(now), longest + STATE_DAYS * DAY_SECONDS]
-            args += [len(funnels), len(group), len(months), len(days), *head]
-            for month in months:
-                args += [period_key("month", month), counts_ttl(month, now)]
-            for day in days:
-                args += [period_key(period, day) for period in calendar.PERIODS]
-            args += [person for person, _ in group]
-            for index, (_, own) in enumerate(group, 1):
-                for view in own:
-                    matches = " ".join(f"{number[funnel]}.{step}" for funnel, step in view.matches)
-                    args += [index, repr(view.ts), day_number[calendar.day_of(view.ts)], matches]
+class States:
+    """The states of people as a round trip read them (``queue_states``): person -> state, None for
+    none."""
+
+    def __init__(self, pipe: Pipeline, people: Sequence[str]) -> None:
+        self._read: list[tuple[list[str], Reply]] = []
+        by_partition: dict[int, list[str]] = defaultdict(list)
+        for person in people:
+            by_partition[partition_of(person)].append(person)
+        for partition, own in by_partition.items():
+            for group in chunks(own, PER_CALL):
+                pipe.mget([keys.funnel_state(partition, person) for person in group])
+                self._read.append((group, pipe.reply()))
+
+    @property
+    def value(self) -> dict[str, str | None]:
+        return {person: state for group, reply in self._read for person, state in zip(group, reply.value, strict=True)}
+
+
+def queue_states(pipe: Pipeline, people: Sequence[str]) -> States:
+    """Queue reading ``people``'s states: one MGET per partition (and ``PER_CALL`` people)."""
+    return States(pipe, people)
+
+
+def read_states(client: Client, people: Sequence[str]) -> dict[str, str | None]:
+    """``people``'s states now: one round trip."""
+    pipe = client.pipeline(transaction=False)
+    states = queue_states(pipe, people)
+    pipe.execute()
+    return states.value
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A person's state as read, and as a batch's views advanced it."""
+
+    person: str
+    read: str | None
+    advanced: Advanced
+
+
+def commit(client: Client, changes: Sequence[Change], funnels: Sequence[Funnel], now: float) -> list[str]:
+    """Write the ``changes`` back, each only if the person's state is still the one read, with the
+    counts it adds: one script call per partition (and ``PER_CALL`` people), one round trip. Returns
+    the people whose state changed since it was read (nothing of theirs written)."""
+    ttl = max(funnel.window for funnel in funnels) + STATE_DAYS * DAY_SECONDS
+    by_partition: dict[int, list[Change]] = defaultdict(list)
+    for change in changes:
+        by_partition[partition_of(change.person)].append(change)
+    pipe = client.pipeline(transaction=False)
+    calls: list[tuple[list[Change], Reply]] = []
+    for partition, own in by_partition.items():
+        for group in chunks(own, PER_CALL):
+            months = sorted({month for change in group for month, _ in change.advanced.added})
+            number = {month: n for n, month in enumerate(months, 1)}
+            args: list[str | int] = [repr(now), ttl, len(group), len(months)]
+            args += [counts_ttl(month_of(month), now) for month in months]
+            for change in group:
+                added = " ".join(f"{number[month]} {field}" for month, field in change.advanced.added)
+                args += [change.person, change.read or "", change.advanced.state, added]
             script_keys = [keys.tombstones(f"fn:{partition}")]
-            script_keys += [keys.funnel_state(partition, person) for person, _ in group]
-            script_keys += [keys.funnel_counts(partition, calendar.month_name(month)) for month in months]
-            added.replies.append(pipe.script(ADVANCE, script_keys, args))
-    return added
+            script_keys += [keys.funnel_state(partition, change.person) for change in group]
+            script_keys += [keys.funnel_counts(partition, month.removeprefix("m:")) for month in months]
+            calls.append((group, pipe.script(COMMIT, script_keys, args)))
+    pipe.execute()
+    return [group[n - 1].person for group, reply in calls for n in reply.value]
+
+
+def month_of(name: str) -> date:
+    """The first day of the month a counts field names (``m:YYYYMM``)."""
+    return date(int(name[2:6]), int(name[6:8]), 1)
 
 
 def period_months(period: str, start: date) -> list[date]:
@@ -140,18 +157,8 @@ def counts(client: Client, funnel: Funnel, period: str, start: date) -> list[int
 
 
 def progress(state: str | None) -> dict[str, Any]:
-    """A person's state (``funnel_advance.lua``'s) as an export shows it: the latest view taken and,
-    per funnel, the steps counted in each period and the chains in progress."""
-    if not state:
-        return {"latest_view": None, "progress": []}
-    latest, _, found = state.split("|", 2)
-    return {
-        "latest_view": float(latest),
-        "progress": [
-            {"funnel": int(funnel), "counted": entry["p"] or {}, "in_progress": entry["c"] or []}
-            for funnel, entry in sorted(json.loads(found).items(), key=lambda item: int(item[0]))
-        ],
-    }
+    """A person's state as an export shows it (``funnel_progress.exported``)."""
+    return funnel_progress.exported(state)
 
 
 def person_keys(person: str) -> tuple[str, str]:
@@ -199,34 +206,8 @@ def queue_read(pipe: Pipeline, visitor: str, user: str) -> Merge:
 
 
 def merge_states(user: str | None, visitor: str | None) -> str | None:
-    """The user's state with the visitor's folded in; None when the visitor has none. Per funnel:
-    the chains in progress of both (per level and day of entry the latest entry, as
-    ``funnel_advance.lua`` keeps one person's), and per period the higher step counted, so the merged
-    person is never counted again at a step either was counted at; the latest view taken is the
-    later of the two."""
-    if not visitor:
-        return None
-    if not user:
-        return visitor
-    (user_t, user_ids, user_raw), (visitor_t, visitor_ids, visitor_raw) = user.split("|", 2), visitor.split("|", 2)
-    merged: dict[str, Any] = json.loads(user_raw) or {}
-    for funnel, theirs in (json.loads(visitor_raw) or {}).items():
-        ours = merged.get(funnel)
-        if not ours:
-            merged[funnel] = theirs
-            continue
-        counted = dict(ours.get("p") or {})
-        for period, step in (theirs.get("p") or {}).items():
-            counted[period] = max(counted.get(period, 0), step)
-        latest: dict[tuple[Any, Any], list[Any]] = {}
-        for chain in [*(ours.get("c") or []), *(theirs.get("c") or [])]:
-            slot = (chain[0], chain[2])
-            if slot not in latest or latest[slot][1] < chain[1]:
-                latest[slot] = chain
-        merged[funnel] = {"p": counted or {}, "c": list(latest.values())}
-    t = user_t if float(user_t) >= float(visitor_t) else visitor_t
-    ids = sorted({*user_ids.strip(",").split(","), *visitor_ids.strip(",").split(",")} - {""}, key=int)
-    return f"{t}|{','.join(['', *ids, ''])}|{json.dumps(merged, separators=(',', ':'))}"
+    """The user's state with the visitor's folded in (``funnel_progress.merge``)."""
+    return funnel_progress.merge(user, visitor)
 
 
 def _queue_replace(pipe: Pipeline, person: str, expected: str | None, new: str, ttl_ms: int, now: float) -> Reply:

@@ -510,7 +510,7 @@ def retention_table(table_id: str) -> str:
 
 @family("{fn:<partition>}:person:<person>", "string", DELETE)
 def funnel_state(partition: int, person: str) -> str:
-    """String: the person's progress in every funnel (JSON, ``lua/funnel_advance.lua``), ``person``
+    """String: the person's progress in every funnel (JSON, ``store.funnel_progress``), ``person``
     being ``u:<user>`` or ``v:<visitor>``; lives the longest window of the funnels plus 32 days
     after the latest view taken."""
     return f"{prefix()}{{fn:{partition}}}:person:{person}"

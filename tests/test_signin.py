@@ -14,11 +14,11 @@ from activity import calendar, conf
 from activity.events import Event
 from activity.models import Funnel
 from activity.services import audience, funnels, ingest, pages_now, sessions, signin
+from activity.store import audience as audience_store
+from activity.store import funnel_progress, keys, lifetimes
 from activity.store import funnels as funnel_store
-from activity.store import keys, lifetimes
 from activity.store.client import get_client
 from activity.store.scripts import LUA_DIR, LuaScript
-from activity.store.signin import _shard
 from activity.web import middleware
 from tests.clients import Client
 from tests.redis_counts import CommandDelta
@@ -184,7 +184,7 @@ def test_a_user_and_a_visitor_who_both_entered_are_counted_once_more_at_no_step(
     ingest.record_events([Event("42", NOON + 11, "/pricing"), Event("42", NOON + 12, "/welcome")])
     assert people(funnel) == [2, 1]  # step 2 counted once for the merged person
     state = redis_client.get(funnel_store.person_keys(funnels.user_person("42"))[0])
-    assert funnel_store.progress(state)["latest_view"] == NOON + 12
+    assert funnel_progress.exported(state)["latest_view"] == NOON + 12
 
 
 def test_the_merge_keeps_the_higher_step_per_period_and_the_latest_chain_per_level_and_day():
@@ -192,14 +192,14 @@ def test_the_merge_keeps_the_higher_step_per_period_and_the_latest_chain_per_lev
     ours = (
         '{"t":7,"f":{"1":{"p":{"d:20261125":2},"c":[[1,3,"d:20261125","w:2026W48","m:202611"]]},"2":{"p":{},"c":[]}}}'
     )
-    merged = funnel_store.merge_states(ours, theirs)
-    assert merged is not None and funnel_store.progress(merged)["latest_view"] == 7
-    assert funnel_store.progress(merged)["progress"][0] == {
+    merged = funnel_progress.merge(ours, theirs)
+    assert merged is not None and funnel_progress.exported(merged)["latest_view"] == 7
+    assert funnel_progress.exported(merged)["progress"][0] == {
         "funnel": 1,
         "counted": {"d:20261125": 2},
         "in_progress": [[1, 5, "d:20261125", "w:2026W48", "m:202611"]],
     }
-    assert funnel_store.merge_states(None, theirs) == theirs and funnel_store.merge_states(ours, None) is None
+    assert funnel_progress.merge(None, theirs) == theirs and funnel_progress.merge(ours, None) is None
 
 
 def test_a_view_of_the_user_between_the_merges_read_and_write_makes_it_merge_again(at, redis_client):
@@ -215,7 +215,7 @@ def test_a_view_of_the_user_between_the_merges_read_and_write_makes_it_merge_aga
     pipe.execute()
     assert merge.value == "retry"
     assert funnel_store.merge_again(client, merge, NOON + 3) == "merged"
-    state = funnel_store.progress(redis_client.get(funnel_store.person_keys(funnels.user_person("42"))[0]))
+    state = funnel_progress.exported(redis_client.get(funnel_store.person_keys(funnels.user_person("42"))[0]))
     assert state["latest_view"] == NOON + 2 and len(state["progress"][0]["in_progress"]) == 1
 
 
@@ -249,7 +249,7 @@ def test_erase_removes_the_links_and_the_export_shows_them(at, staff_api, redis_
     assert staff_api.delete("/api/v1/users/42/activity/").status_code == 204
     assert signin.linked("42") == [] and signin.linked_user(VISITOR) is None and signin.linked_user(OTHER) is None
     assert signin.visitor_session(VISITOR) == []
-    shard = _shard(VISITOR)
+    shard = audience_store.shard_of(bytes.fromhex(VISITOR))
     assert not redis_client.exists(keys.visitor_link(shard, VISITOR), keys.linked_visitors("42"))
     generation = keys.visitor_generation(shard, lifetimes.generation_of(DAY))
     assert not redis_client.hexists(generation, bytes.fromhex(VISITOR))  # its first visit too
@@ -280,10 +280,10 @@ def test_visitor_page_views_cost_one_script_call_per_visitor_in_the_batchs_round
     # Bounded: the newest ACTIVITY_SESSION_MAX_PAGES, for the window.
     many = [(visitors[0], NOON + 2 + n / 100, f"/q{n}") for n in range(120)]
     ingest.record_events([], visitors=[(v, ts) for v, ts, _ in many], visitor_views=many)
-    session = keys.visitor_session(_shard(visitors[0]), visitors[0])
+    session = keys.visitor_session(audience_store.shard_of(bytes.fromhex(visitors[0])), visitors[0])
     assert redis_client.llen(session) == conf.settings.SESSION_MAX_PAGES
     assert 0 < redis_client.pttl(session) <= conf.settings.SESSION_WINDOW * 1000
-    link = keys.visitor_link(_shard(visitors[0]), visitors[0])
+    link = keys.visitor_link(audience_store.shard_of(bytes.fromhex(visitors[0])), visitors[0])
     signin.continue_visitor(visitors[0], "42")
     assert 0 < redis_client.ttl(link) <= keys.VISITOR_LINK_DAYS * 86400
     assert 0 < redis_client.ttl(keys.linked_visitors("42")) <= keys.VISITOR_LINK_DAYS * 86400

@@ -11,7 +11,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Any
 
 from activity import calendar
 from activity.calendar import DAY_SECONDS
@@ -156,11 +155,6 @@ def counts(client: Client, funnel: Funnel, period: str, start: date) -> list[int
     return totals
 
 
-def progress(state: str | None) -> dict[str, Any]:
-    """A person's state as an export shows it (``funnel_progress.exported``)."""
-    return funnel_progress.exported(state)
-
-
 def person_keys(person: str) -> tuple[str, str]:
     """(the person's state, the tombstones of its partition): what an erase and an export name."""
     partition = partition_of(person)
@@ -205,11 +199,6 @@ def queue_read(pipe: Pipeline, visitor: str, user: str) -> Merge:
     return Merge(visitor, user, *found)
 
 
-def merge_states(user: str | None, visitor: str | None) -> str | None:
-    """The user's state with the visitor's folded in (``funnel_progress.merge``)."""
-    return funnel_progress.merge(user, visitor)
-
-
 def _queue_replace(pipe: Pipeline, person: str, expected: str | None, new: str, ttl_ms: int, now: float) -> Reply:
     state, tombstones = person_keys(person)
     return pipe.script(REPLACE, [state, tombstones], [person, repr(now), expected or "", new, max(ttl_ms, 1)])
@@ -223,7 +212,7 @@ def _ttl(merge: Merge) -> int:
 def queue_merge(pipe: Pipeline, merge: Merge, now: float) -> Merge:
     """Queue, when the visitor has progress, the user's state replaced by the merge (if unchanged
     since read) and the visitor's deleted (if unchanged: a view landing between stays the visitor's)."""
-    merged = merge_states(merge.user_state.value, merge.visitor_state.value)
+    merged = funnel_progress.merge(merge.user_state.value, merge.visitor_state.value)
     if merged is not None:
         merge.replaced = _queue_replace(pipe, merge.user, merge.user_state.value, merged, _ttl(merge), now)
         _queue_replace(pipe, merge.visitor, merge.visitor_state.value, "", 1, now)
@@ -237,7 +226,7 @@ def merge_again(client: Client, merge: Merge, now: float) -> str:
     again = queue_read(pipe, merge.visitor, merge.user)
     pipe.execute()
     merge.user_state, merge.user_ttl = again.user_state, again.user_ttl
-    merged = merge_states(merge.user_state.value, merge.visitor_state.value)
+    merged = funnel_progress.merge(merge.user_state.value, merge.visitor_state.value)
     if merged is None:
         return "none"
     merge.replaced = _queue_replace(pipe, merge.user, merge.user_state.value, merged, _ttl(merge), now)

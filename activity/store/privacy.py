@@ -12,7 +12,7 @@ from datetime import date
 from typing import Any
 
 from activity import calendar
-from activity.store import audience, funnels, keys, pages_now
+from activity.store import audience, funnel_progress, funnels, keys, pages_now
 from activity.store.client import Client, Sum
 from activity.store.last_seen import partition_of
 from activity.store.scripts import LuaScript, Pipeline
@@ -149,7 +149,7 @@ class Footprint:
     first_visit_day: int | None  # day number (days since 1970-01-01) of the first visit ever
     first_active_day: int | None  # day number of the first activity (retention cohorts); None: none known
     tombstone: float | None  # when the user's tombstone in last seen expires (a recent erase)
-    funnels: dict[str, Any]  # the user's progress in the funnels (``store.funnels.progress``)
+    funnels: dict[str, Any]  # the user's progress in the funnels (``funnel_progress.exported``)
     page_now: tuple[str, float] | None  # (path, ts) of the latest page view while online
     visitors: list[tuple[str, float]]  # (visitor id, when linked) of the visitors that signed in as the user
 
@@ -204,7 +204,7 @@ def footprint(client: Client, where: Where) -> Footprint:
         first_visit_day=None if first is None else int(first),
         first_active_day=first_active,
         tombstone=tombstone,
-        funnels=funnels.progress(progress),
+        funnels=funnel_progress.exported(progress),
         page_now=None if page_now is None else (page_now, page_now_ts),
         visitors=[(visitor, when) for visitor, when in linked.value],
     )

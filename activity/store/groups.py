@@ -15,10 +15,9 @@ from datetime import date
 from activity.calendar import PERIODS, name_of
 from activity.store import keys, people
 from activity.store.audience import BITS
-from activity.store.client import PER_CALL, Client, Reply, chunks
+from activity.store.client import PER_CALL, Client, Reply, Sum, chunks
 from activity.store.scripts import LuaScript, Pipeline
 
-UPSERT = LuaScript("group_view_upsert")
 PUBLISH = LuaScript("group_view_publish")
 GROUPS_OF = LuaScript("groups_of")
 GROUP_ACTIVE = LuaScript("group_active")
@@ -93,20 +92,18 @@ class GroupIndexes:
 
 def upsert(client: Client, updates: Updates) -> int:
     """Apply last-seen updates to the views that exist; returns how many (view, member) moved. One
-    round trip, an EVALSHA per ``PER_CALL`` views."""
+    round trip, a ``ZADD XX GT CH`` per view: XX adds no member and makes no missing view (one an
+    update made would lack the group's other members: membership is the build's job), GT never
+    moves a score back."""
     pipe = client.pipeline(transaction=False)
-    calls = []
-    for batch in chunks(updates.items(), PER_CALL):
-        args: list[str | int] = []
-        for position, (_, scores) in enumerate(batch, start=1):
-            for member, score in scores.items():
-                args += [position, repr(float(score)), member]
-        if args:
-            calls.append(pipe.script(UPSERT, [keys.group_view(group_id) for group_id, _ in batch], args))
-    if not calls:
-        return 0
-    pipe.execute()
-    return sum(call.value for call in calls)
+    moved = Sum()
+    for group_id, scores in updates.items():
+        if scores:
+            pipe.zadd(keys.group_view(group_id), dict(scores), xx=True, gt=True, ch=True)
+            moved.replies.append(pipe.reply())
+    if moved.replies:
+        pipe.execute()
+    return moved.value
 
 
 def drop(client: Client, group_ids: Iterable[int], removed: Iterable[tuple[int, str]], ttl: int) -> None:

@@ -139,7 +139,7 @@ def run(users: int, rounds: int) -> None:
     matching = {}
     for name, (_, definitions) in variants.items():
         matcher = funnels.Matcher(tuple(funnels.Definition.of(funnel) for funnel in definitions))
-        matching[name] = sum(1 for event in sample if matcher.view("u:0", event.ts, event.path).matches) / len(sample)
+        matching[name] = sum(1 for event in sample if matcher.view(event.ts, event.path).matches) / len(sample)
     per_view = {name: {cmd: n / (users * rounds) for cmd, n in found.items()} for name, found in calls.items()}
 
     heavy = next(name for name in variants if "most viewed" in name)

@@ -72,11 +72,11 @@ class Matcher:
                 else:
                     self.exact.setdefault(step, []).append((definition, number))
 
-    def view(self, person: str, ts: float, path: str) -> funnel_progress.View:
+    def view(self, ts: float, path: str) -> funnel_progress.View:
         """The view with the steps its path matches (those of funnels created after ``ts`` left out)."""
         found = [*self.exact.get(path, ()), *((d, n) for step, d, n in self.prefixes if step_matches(step, path))]
         matches = tuple((definition.store.id, number) for definition, number in found if definition.created <= ts)
-        return funnel_progress.View(person=person, ts=ts, matches=matches)
+        return funnel_progress.View(ts=ts, matches=matches)
 
 
 def read_definitions() -> list[Funnel]:
@@ -144,7 +144,7 @@ def queue_views(pipe: Pipeline, views: Sequence[tuple[str, float, str]]) -> Pend
         return None
     by_person: dict[str, list[tuple[funnel_progress.View, funnel_progress.Periods]]] = {}
     for person, ts, path in views:
-        by_person.setdefault(person, []).append((matcher.view(person, ts, path), _periods(calendar.day_of(ts))))
+        by_person.setdefault(person, []).append((matcher.view(ts, path), _periods(calendar.day_of(ts))))
     defined = {definition.store.id: definition.store for definition in matcher.definitions}
     return Pending(funnels=defined, views=by_person, states=store.queue_states(pipe, list(by_person)))
 

@@ -37,10 +37,9 @@ class Funnel:
 
 @dataclass(frozen=True, slots=True)
 class View:
-    """A person's page view: ``matches`` are the (funnel id, step) pairs its path matches (none: it
-    still ends the strict funnels' chains and is the person's latest view)."""
+    """A page view of the person whose views it is among: ``matches`` are the (funnel id, step) pairs
+    its path matches (none: it still ends the strict funnels' chains and is the person's latest view)."""
 
-    person: str  # "u:<user>" or "v:<visitor>"
     ts: float
     matches: tuple[tuple[int, int], ...]
 
@@ -65,13 +64,13 @@ def advance(state: str | None, views: Sequence[tuple[View, Periods]], funnels: M
     added: Counter[tuple[str, str]] = Counter()
     taken = False
     for view, periods in views:
-        matched: dict[int, set[int]] = {}
-        for funnel_id, step in view.matches:
-            matched.setdefault(funnel_id, set()).add(step)
         enters = any(step == 1 for _, step in view.matches)
         if not (view.ts >= latest if latest is not None else enters):
             continue
         latest, taken = view.ts, True
+        matched: dict[int, set[int]] = {}
+        for funnel_id, step in view.matches:
+            matched.setdefault(funnel_id, set()).add(step)
         for funnel in funnels.values():
             steps = matched.get(funnel.id)
             own = progress.get(str(funnel.id))

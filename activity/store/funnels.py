@@ -116,7 +116,7 @@ def commit(client: Client, changes: Sequence[Change], funnels: Sequence[Funnel],
             months = sorted({month for change in group for month, _ in change.advanced.added})
             number = {month: n for n, month in enumerate(months, 1)}
             args: list[str | int] = [repr(now), ttl, len(group), len(months)]
-            args += [counts_ttl(month_of(month), now) for month in months]
+            args += [counts_ttl(calendar.parse_period("month", month.removeprefix("m:")), now) for month in months]
             for change in group:
                 added = " ".join(f"{number[month]} {field}" for month, field in change.advanced.added)
                 args += [change.person, change.read or "", change.advanced.state, added]
@@ -126,11 +126,6 @@ def commit(client: Client, changes: Sequence[Change], funnels: Sequence[Funnel],
             calls.append((group, pipe.script(COMMIT, script_keys, args)))
     pipe.execute()
     return [group[n - 1].person for group, reply in calls for n in reply.value]
-
-
-def month_of(name: str) -> date:
-    """The first day of the month a counts field names (``m:YYYYMM``)."""
-    return date(int(name[2:6]), int(name[6:8]), 1)
 
 
 def period_months(period: str, start: date) -> list[date]:

@@ -23,6 +23,7 @@ from project.asgi import (
     WSGIApplication,
     django_application,
     run_wsgi,
+    send_answer,
     whole_body,
     wsgi_environ,
 )
@@ -57,8 +58,7 @@ class OnTheLoop:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await whole_body(receive)
         start, content = self.context.run(run_wsgi, self.wsgi, wsgi_environ(scope, body))
-        await send(start)
-        await send({"type": "http.response.body", "body": content})
+        await send_answer(start, content, receive, send)
 
 
 def fronted(app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> Front:

@@ -10,16 +10,18 @@ whose Content-Type names a charset Django would fail on (rot13, hex, ...) is ref
 Django builds the request, where it would raise.
 
 Only a complete request reaches Django (``OneThread``): handed, whole, to the one thread that runs
-Django in the process, through an executor, and its whole answer handed back. A request asking for
-an event stream (the live dashboard's, docs/live.md) goes to Django's ASGI handler instead
-(``Streams``, ``StreamHandler``), which sends the answer from the event loop as it comes, for as
-long as it lasts. One request at a time per process, no thread per connection and no GIL contention
-between requests. asgiref's ``WsgiToAsgi``, which did the same with ``sync_to_async`` and sent each
-answer message back with ``async_to_sync``, spent 1.58x gunicorn's CPU per request on the bare view;
-this, 0.73x, within the noise of Django run on the event loop's own thread (0.69x), which would need
-Django's async guard switched off (``python -m bench.servers``; docs/serving.md). The URLconf, and
-every view with it, is imported as the process loads: a worker's first request spent 0.5-1.8 s on it
-while the requests behind it waited.
+Django in the process, through an executor, and its whole answer handed back. One request at a time
+per process, no thread per connection and no GIL contention between requests. An answer that
+streams asynchronously (the live dashboard's event stream, docs/live.md) comes back unread, with
+Django's part of the request ended (its closers and ``request_finished`` run on Django's thread),
+and the event loop sends it as it comes until it ends or the client goes (``send_stream``): an open
+stream holds no thread, nor its request, only its socket, its generators and two tasks.
+asgiref's ``WsgiToAsgi``, which did the same with ``sync_to_async`` and sent each answer message
+back with ``async_to_sync``, spent 1.58x gunicorn's CPU per request on the bare view; this, 0.73x,
+within the noise of Django run on the event loop's own thread (0.69x), which would need Django's
+async guard switched off (``python -m bench.servers``; docs/serving.md). The URLconf, and every view
+with it, is imported as the process loads: a worker's first request spent 0.5-1.8 s on it while the
+requests behind it waited.
 
 The collector: a warm process holds some 150,000 long-lived objects (Django, DRF, the URL resolvers,
 ...) that every full collection walks, 80-230 ms each (``python -m bench.gc_pauses``). So each
@@ -37,6 +39,7 @@ so without it each one lost its last batch time of tracked pages (``python -m be
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import io
 import json
@@ -48,8 +51,8 @@ from importlib import import_module
 from typing import Any
 
 from django.conf import settings
-from django.core.handlers.asgi import ASGIHandler
 from django.core.wsgi import get_wsgi_application
+from django.http import StreamingHttpResponse
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
@@ -175,34 +178,6 @@ class Front:
         return timed
 
 
-class Streams:
-    """ASGI app: a request asking for an event stream (``Accept: text/event-stream``, the live
-    dashboard's) goes to ``streams`` (``StreamHandler``), which sends the answer from the event loop
-    as it comes, holding no thread while it lasts; every other request to ``app``."""
-
-    def __init__(
-        self, app: Callable[[Scope, Receive, Send], Awaitable[None]], streams: Callable[..., Awaitable[None]]
-    ) -> None:
-        self.app = app
-        self.streams = streams
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        streamed = "text/event-stream" in _header(scope, b"accept")
-        await (self.streams if streamed else self.app)(scope, receive, send)
-
-
-class StreamHandler(ASGIHandler):
-    """Django's ASGI handler for the event streams, without a thread per request. Django runs a
-    request's synchronous parts (here the middleware and DRF's view) on a thread of the request's
-    own (asgiref's ``ThreadSensitiveContext``), kept until its answer ends: a thread for every open
-    stream (500 streams, 507 threads in the worker). A stream's synchronous parts run once, as it
-    opens; this handler leaves them to asgiref's one thread for the process, as ``OneThread`` runs
-    every other request on one."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.handle(scope, receive, send)
-
-
 class OneThread:
     """ASGI app that runs a WSGI application (Django's handler) on one thread of its own, one whole
     request at a time, and sends its answer in one message.
@@ -219,8 +194,7 @@ class OneThread:
         body = await whole_body(receive)
         environ = wsgi_environ(scope, body)
         start, content = await asyncio.get_running_loop().run_in_executor(self.thread, run_wsgi, self.wsgi, environ)
-        await send(start)
-        await send({"type": "http.response.body", "body": content})
+        await send_answer(start, content, receive, send)
 
 
 async def whole_body(receive: Receive) -> io.BytesIO:
@@ -235,8 +209,10 @@ async def whole_body(receive: Receive) -> io.BytesIO:
     return body
 
 
-def run_wsgi(wsgi: WSGIApplication, environ: dict[str, Any]) -> tuple[Message, bytes]:
-    """Call ``wsgi`` to its end: the answer's ``http.response.start`` message and its whole body."""
+def run_wsgi(wsgi: WSGIApplication, environ: dict[str, Any]) -> tuple[Message, bytes | StreamingHttpResponse]:
+    """Call ``wsgi`` to its end: the answer's ``http.response.start`` message and its whole body; or,
+    for an answer that streams asynchronously, the answer itself, closed (Django's part of the
+    request ends here, on Django's thread), for the event loop to send as it comes."""
     start: Message = {"type": "http.response.start"}
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: object = None) -> None:
@@ -244,11 +220,49 @@ def run_wsgi(wsgi: WSGIApplication, environ: dict[str, Any]) -> tuple[Message, b
         start["headers"] = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
 
     chunks = wsgi(environ, start_response)
+    if isinstance(chunks, StreamingHttpResponse) and chunks.is_async:
+        chunks.close()  # its closers and request_finished: the request is let go, the stream goes on
+        return start, chunks
     try:
         return start, b"".join(chunks)
     finally:
         if hasattr(chunks, "close"):  # Django's request_finished: the request's database connections
             chunks.close()
+
+
+async def send_answer(start: Message, content: bytes | StreamingHttpResponse, receive: Receive, send: Send) -> None:
+    """Send what ``run_wsgi`` returned: a whole body in one message, a stream as it comes."""
+    await send(start)
+    if isinstance(content, bytes):
+        await send({"type": "http.response.body", "body": content})
+    else:
+        await send_stream(content, receive, send)
+
+
+async def send_stream(response: StreamingHttpResponse, receive: Receive, send: Send) -> None:
+    """Send an asynchronous answer's chunks as they come, until it ends or the client goes away (an
+    ``http.disconnect``), whichever is first, as Django's ASGI handler does: the other is cancelled,
+    so a stream's generators are closed as its client leaves, not at its next chunk."""
+
+    async def pump() -> None:
+        async with contextlib.aclosing(aiter(response)) as chunks:
+            async for chunk in chunks:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def disconnect() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    tasks = (asyncio.ensure_future(disconnect()), asyncio.ensure_future(pump()))
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()  # nothing to a task already done
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task  # the cancelled one's cleanup; a pump's error, raised
 
 
 def wsgi_environ(scope: Scope, body: io.BytesIO) -> dict[str, Any]:
@@ -275,6 +289,7 @@ def wsgi_environ(scope: Scope, body: io.BytesIO) -> dict[str, Any]:
         "wsgi.multithread": False,
         "wsgi.multiprocess": True,
         "wsgi.run_once": False,
+        ASYNC_STREAMING: True,
     }
     for name, value in scope["headers"]:
         if b"_" in name:
@@ -291,9 +306,10 @@ django_application = get_wsgi_application()
 import_module(settings.ROOT_URLCONF)  # now, not in a worker's first request (the first probe of bench.slow_clients)
 
 from activity.services.tracking import batches  # noqa: E402 (once Django is set up)
+from activity.web.api.live import ASYNC_STREAMING  # noqa: E402
 
 application = Front(
-    Streams(OneThread(django_application), StreamHandler()),
+    OneThread(django_application),
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
     on_shutdown=batches.flush,
 )

@@ -28,7 +28,7 @@ def app_connection_closed() -> Iterator[None]:
     """The app's thread keeps its database connection between requests, as in a worker: closed after
     this module's tests, before the test database is dropped."""
     yield
-    application.app.app.thread.submit(connections.close_all).result()  # Front -> Streams -> OneThread
+    application.app.thread.submit(connections.close_all).result()  # Front -> OneThread
 
 
 def asgi(method: str, path: str, query: bytes, headers: dict[str, str], body: bytes = b"") -> tuple[int, bytes]:

@@ -25,7 +25,9 @@ import pytest
 from django.conf import settings
 from django.db import connections
 from django.db.backends.signals import connection_created
+from django.http import StreamingHttpResponse
 
+from activity.web.api.live import ASYNC_STREAMING
 from bench.slow_clients import HOST, serve, siege
 from project.asgi import Front, Message, OneThread, django_application, wsgi_environ
 from project.redis_server import free_port
@@ -176,6 +178,90 @@ def test_django_runs_on_one_thread_of_its_own_once_the_body_is_whole():
     }
     assert sent == [start, {"type": "http.response.body", "body": b"an answer"}] * 2
     assert answer.closed
+
+
+class Streamed(StreamingHttpResponse):
+    """An asynchronous answer that records the thread its ``close()`` ran on."""
+
+    closed_on: int | None = None
+
+    def close(self) -> None:
+        self.closed_on = threading.get_ident()
+        super().close()
+
+
+def stream_through_one_thread(chunks, disconnect_after: bytes | None) -> tuple[list[Message], Streamed, int]:
+    """Serve an answer streaming ``chunks`` through ``OneThread``; the client disconnects once
+    ``disconnect_after`` was sent (None: never). The messages sent, the answer, the loop's thread."""
+    answer = Streamed(chunks, content_type="text/event-stream")
+    environs: list[dict] = []
+
+    def wsgi(environ: dict, start_response) -> Streamed:
+        environs.append(environ)
+        start_response("200 OK", list(answer.items()))
+        return answer
+
+    async def serve() -> tuple[list[Message], int]:
+        gone = asyncio.Event()
+        bodies = [{"type": "http.request", "body": b"", "more_body": False}]
+        sent: list[Message] = []
+
+        async def receive() -> Message:
+            if bodies:
+                return bodies.pop()
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            assert answer.closed_on is not None  # Django's part of the request ended before the stream
+            sent.append(message)
+            if message.get("body") == disconnect_after:
+                gone.set()
+
+        await asyncio.wait_for(OneThread(wsgi)({**scope([]), "method": "GET"}, receive, send), 10)
+        return sent, threading.get_ident()
+
+    sent, loop_thread = asyncio.run(serve())
+    assert environs[0][ASYNC_STREAMING] is True
+    return sent, answer, loop_thread
+
+
+def test_an_asynchronous_answer_is_sent_from_the_loop_as_it_comes_django_done_first():
+    """The live stream's way: the answer comes back from Django's thread closed there (its closers,
+    request_finished), and the event loop sends each chunk as a message of its own, then an empty
+    last one."""
+
+    async def chunks():
+        yield b"one"
+        yield b"two"
+
+    sent, answer, loop_thread = stream_through_one_thread(chunks(), disconnect_after=None)
+    assert answer.closed_on not in (None, loop_thread)
+    assert sent[0]["status"] == 200
+    assert sent[1:] == [
+        {"type": "http.response.body", "body": b"one", "more_body": True},
+        {"type": "http.response.body", "body": b"two", "more_body": True},
+        {"type": "http.response.body", "body": b""},
+    ]
+
+
+def test_a_client_that_goes_away_ends_its_stream_at_once():
+    """A stream waiting for a chunk that never comes is closed as its client disconnects: its
+    generator's ``finally`` runs (the live stream's listener count goes down there), and nothing
+    more is sent."""
+    finished: list[bool] = []
+
+    async def chunks():
+        try:
+            yield b"one"
+            await asyncio.Event().wait()  # no second chunk, ever
+            yield b"never"
+        finally:
+            finished.append(True)
+
+    sent, _, _ = stream_through_one_thread(chunks(), disconnect_after=b"one")
+    assert finished == [True]
+    assert sent[1:] == [{"type": "http.response.body", "body": b"one", "more_body": True}]
 
 
 @pytest.mark.django_db(transaction=True)

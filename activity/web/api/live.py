@@ -28,6 +28,9 @@ HEARTBEAT_S = 15.0  # seconds between comment lines, so proxies and dead peers a
 RECHECK_S = STANDING_TTL  # seconds between checks that the caller may still read the stream (two a token period)
 KEEP_ALIVE = b": keep-alive\n\n"
 MEDIA_TYPE = "text/event-stream"
+# Set in a WSGI environ by a server that sends an asynchronous answer from its event loop as it comes
+# (project/asgi.py's front); any other WSGI server would read the stream to its end on a thread.
+ASYNC_STREAMING = "activity.async_streaming"
 
 
 def stats_event(data: Any) -> bytes:

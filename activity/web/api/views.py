@@ -171,8 +171,8 @@ class PagesNowView(ServiceView):
 class LiveView(ServiceView):
     """Server-Sent Events: the stats and pages now, at once and on each change (``web.api.live``),
     for a request that accepts ``text/event-stream``; any other gets the figures once, as JSON.
-    Streamed by an ASGI server, holding no thread; a WSGI server would hold one per client, so there
-    it is refused (406) and the dashboard refreshes instead."""
+    Streamed by an ASGI server or ``make run``'s front, holding no thread; any other WSGI server would
+    hold one per client, so there it is refused (406) and the dashboard refreshes instead."""
 
     permission_classes = [CanView]
 
@@ -189,7 +189,7 @@ class LiveView(ServiceView):
     def get(self, request: Request) -> HttpResponseBase:
         if live_stream.MEDIA_TYPE not in request.META.get("HTTP_ACCEPT", ""):
             return Response(live.snapshot())
-        if not isinstance(request._request, ASGIRequest):
+        if not (isinstance(request._request, ASGIRequest) or request.META.get(live_stream.ASYNC_STREAMING)):
             raise NotAcceptable("The live stream needs an ASGI server (make run's); this one serves WSGI.")
         allowed = still_allowed(request, CanView.permission)
         response = StreamingHttpResponse(live_stream.events(allowed), content_type=live_stream.MEDIA_TYPE)

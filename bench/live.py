@@ -6,7 +6,9 @@ cookie back), in interleaved rounds: without streams, then with ``--streams`` op
 ``GET /api/v1/live/`` streams held by a second process that reads every event they send, while a
 new user's event every 0.25 s moves the figures in both halves (so each stream gets an event a second). Each round's
 "with" rate over its "without" rate is the ratio kept (median); the target is at least 0.90 with
-2,000 streams. It also reports how long the streams took to open and the events they received.
+2,000 streams. It also reports how long the streams took to open, the events they received, and
+the worker's full garbage collections in each half (``bench/gc_probe.py``'s record): what the
+streams' objects cost the collector.
 """
 
 from __future__ import annotations
@@ -153,6 +155,22 @@ def settle(base: str, token: str, timeout: float = 60) -> None:
         time.sleep(0.5)
 
 
+def full_collections(probes: Path, spans: list[tuple[float, float]]) -> dict[str, float]:
+    """The worker's full collections that started within ``spans`` (its probe's record, written as
+    it stopped): how many a second, and milliseconds collecting a second."""
+    found = [json.loads(path.read_text()) for path in probes.glob("*.json")]
+    if not found:
+        raise RuntimeError("the worker wrote no collection record (bench/gc_probe.py)")
+    pauses = [
+        pause
+        for worker in found
+        for generation, start, pause in worker["collections"]
+        if generation == 2 and any(began <= start <= ended for began, ended in spans)
+    ]
+    seconds = sum(ended - began for began, ended in spans)
+    return {"per_s": len(pauses) / seconds, "ms_per_s": sum(pauses) / seconds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=2000)
@@ -178,7 +196,9 @@ def main() -> None:
         tmp = Path(name)
         configure(tmp, store.url)
         credentials = prepare_database()
-        server = granian_server("granian", 1)
+        probes = tmp / "gc"
+        probes.mkdir()
+        server = granian_server("granian", 1, "bench.gc_probe:application", env={"GC_PROBE_DIR": str(probes)})
         server.start(tmp / "granian.log")
         try:
             page = Case(
@@ -189,12 +209,17 @@ def main() -> None:
             meter = CpuMeter(server.process.pid, stack.enter_context(redis.Redis.from_url(store.url)))
             without, with_streams, opened, per_second = [], [], [], []
             cpu: dict[str, list[float]] = {"without": [], "with": []}
+            runs: dict[str, list[tuple[float, float]]] = {"without": [], "with": []}  # each wrk run's (start, end)
             for number in range(args.rounds):
+                began = time.time()
                 sample = run_wrk(page, args.seconds, args.connections, meter)
+                runs["without"].append((began, time.time()))
                 without.append(sample.rate)
                 cpu["without"].append(sample.cpu_us["server_user"] + sample.cpu_us["server_kernel"])
                 holder = Holder(server.base, credentials["token"], args.streams)
+                began = time.time()
                 sample = run_wrk(page, args.seconds, args.connections, meter)
+                runs["with"].append((began, time.time()))
                 with_streams.append(sample.rate)
                 cpu["with"].append(sample.cpu_us["server_user"] + sample.cpu_us["server_kernel"])
                 held = time.monotonic() - holder.started
@@ -205,6 +230,7 @@ def main() -> None:
             ticker.stop()
         finally:
             server.stop()
+        full = {half: full_collections(probes, spans) for half, spans in runs.items()}
     ratios = [w / wo for w, wo in zip(with_streams, without, strict=True)]
     ratio, (low, high) = statistics.median(ratios), harness.median_interval(ratios)
     results = {
@@ -224,6 +250,7 @@ def main() -> None:
         "events_per_stream_per_second": statistics.median(per_second),
         "server_cpu_us_per_page_without": statistics.median(cpu["without"]),
         "server_cpu_us_per_page_with": statistics.median(cpu["with"]),
+        "full_collections": full,
     }
     table = [
         ["measure", "value"],
@@ -239,6 +266,10 @@ def main() -> None:
         [
             "server CPU per tracked page, us: without / with the streams",
             f"{results['server_cpu_us_per_page_without']:.0f} / {results['server_cpu_us_per_page_with']:.0f}",
+        ],
+        [
+            "full collections a second, and their ms a second: without / with the streams",
+            " / ".join(f"{full[half]['per_s']:.2f}, {full[half]['ms_per_s']:.0f} ms" for half in ("without", "with")),
         ],
     ]
     notes = (

@@ -15,7 +15,6 @@ from activity.store.scripts import LuaScript
 
 COLUMNS = ("user", "name", "views")  # the GET patterns of a ranked report, in this order
 REPORT_BY_NAME = LuaScript("report_by_name")
-READ = LuaScript("report_read")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,16 +28,23 @@ class ReportCopy:
 def read(
     client: Client, report_id: str, first: int, size: int, marker: str, now: float, window_s: int
 ) -> ReportCopy | None:
-    """Rows ``first``..``first + size - 1`` of the stored copy, or None when there is none. One
-    script, so its life, length and rows agree, which also tells the refresh job the report is read."""
+    """Rows ``first``..``first + size - 1`` of the stored copy, or None when there is none. One MULTI
+    (every key is ``{pv}``), so its life, length and rows agree; it also tells the refresh job the
+    report is read."""
     width = len(COLUMNS)
-    script_keys = [keys.report_meta(report_id), keys.report_rows(report_id), keys.reports_read()]
-    page = [first * width, (first + size) * width - 1]
-    pttl, generated, length, flat = READ(client, script_keys, [*page, marker, repr(now), window_s])
+    meta, rows = keys.report_meta(report_id), keys.report_rows(report_id)
+    pipe = client.pipeline(transaction=True)
+    pipe.zadd(keys.reports_read(), {marker: now})
+    pipe.expire(keys.reports_read(), window_s)
+    pipe.pttl(meta)
+    pipe.get(meta)
+    pipe.llen(rows)
+    pipe.lrange(rows, first * width, (first + size) * width - 1)
+    *_, pttl, generated, length, flat = pipe.execute()
     if generated is None or pttl < 0:
         return None
-    rows = [tuple(flat[index : index + width]) for index in range(0, len(flat), width)]
-    return ReportCopy(generated_at=float(generated), pttl_ms=pttl, count=length // width, rows=rows)
+    page = [tuple(flat[index : index + width]) for index in range(0, len(flat), width)]
+    return ReportCopy(generated_at=float(generated), pttl_ms=pttl, count=length // width, rows=page)
 
 
 def build_ranked(client: Client, report_id: str, period_key: str, top: int, keep_ms: int, now: float) -> None:

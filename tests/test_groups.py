@@ -140,38 +140,52 @@ def test_second_round_trip_only_for_members_of_materialized_views(staff_api, red
     staff_api.get(f"/api/v1/groups/{group.pk}/members/")
     with CommandDelta(redis_client) as delta:
         record(outsider, NOW)
-    # Scripts' own commands are counted too: last seen (with its EXISTS of the tombstones) + group
-    # index (groups_of, with its EXISTS of the mark that some view is built).
+    # Scripts' own commands are counted too: last seen (a script, with its EXISTS of the tombstones)
+    # and the batch's users' entries in the group index (one HMGET).
     outside = delta.calls
-    assert (outside["evalsha"], outside["smembers"], outside["exists"]) == (2, 1, 2)
+    assert (outside["evalsha"], outside["hmget"], outside["exists"]) == (1, 1, 1)
     with CommandDelta(redis_client) as delta:
         record(users[0], NOW)
     sent = delta.calls
-    assert (sent["evalsha"], sent["smembers"], sent["exists"]) == (2, 1, 2)
+    assert (sent["evalsha"], sent["hmget"], sent["exists"]) == (1, 1, 1)
     assert sent["zadd"] == outside["zadd"] + 1  # + the view's ZADD XX GT
 
 
-def test_no_index_is_read_until_a_view_is_built(staff_api, redis_client):
+def test_a_batch_reads_its_users_index_entries_in_one_command_a_call(staff_api, redis_client):
+    """No view built: the index does not exist, and the batch's one HMGET finds nothing to update;
+    once one is built, the same command finds its members."""
     group, users = make_group("g", 3)
     with CommandDelta(redis_client) as delta:
         ingest.record_events([Event(user=user, ts=NOW) for user in users])
     before = delta.calls
-    assert (before["evalsha"], before["smembers"]) == (2, 0)
+    assert (before["evalsha"], before["hmget"]) == (1, 1)
+    assert redis_client.exists(keys.user_groups()) == 0
     staff_api.get(f"/api/v1/groups/{group.pk}/members/")
     with CommandDelta(redis_client) as delta:
         ingest.record_events([Event(user=user, ts=NOW + 1) for user in users])
-    assert (delta.calls["evalsha"], delta.calls["smembers"]) == (2, 3)
+    assert (delta.calls["evalsha"], delta.calls["hmget"]) == (1, 1)
     assert delta.calls["zadd"] == before["zadd"] + 1  # + the view's ZADD XX GT
     assert {ts for _, ts in view(redis_client, group)} == {NOW + 1}
 
 
-def test_the_built_mark_outlives_every_index(db, redis_client):
+def test_the_index_lives_as_long_as_its_longest_build(db, redis_client):
     client = redis_client
     store.build(client, 1, {"a": None}, "", 1000)
-    store.build(client, 2, {"b": None}, "", 10)  # a shorter build does not cut the mark short
-    assert client.ttl(keys.groups_indexed()) >= client.ttl(keys.user_groups("a")) > 1000
+    store.build(client, 2, {"b": None}, "", 10)  # a shorter build does not cut the index short
+    assert client.ttl(keys.user_groups()) > 1000
     store.build(client, 3, {"c": None}, "", 5000)
-    assert client.ttl(keys.groups_indexed()) >= client.ttl(keys.user_groups("c")) > 5000
+    assert client.ttl(keys.user_groups()) > 5000
+    assert client.hgetall(keys.user_groups()) == {"a": "1", "b": "2", "c": "3"}
+
+
+def test_an_index_entry_gains_and_loses_group_ids_and_goes_when_empty(db, redis_client):
+    client = redis_client
+    for group_id in (4, 9, 4):  # a rebuild adds nothing twice
+        store.build(client, group_id, {"a": None, "b": None}, "", 100)
+    assert client.hgetall(keys.user_groups()) == {"a": "4,9", "b": "4,9"}
+    store.drop(client, [4], [(4, "a"), (4, "b")], 100)
+    store.drop(client, [9], [(9, "a")], 100)
+    assert client.hgetall(keys.user_groups()) == {"b": "9"}
 
 
 def _burst(members: list[str], seconds: float, seed: int) -> None:
@@ -267,12 +281,12 @@ def test_membership_changes_reflected_on_next_read(staff_api, redis_client, djan
         newcomer.groups.add(group)  # forward side
     body = staff_api.get(url).json()
     assert body["count"] == 4 and body["results"][0]["user"] == str(newcomer.pk)
-    assert str(group.pk) in redis_client.smembers(keys.user_groups(str(newcomer.pk)))
+    assert str(group.pk) in redis_client.hget(keys.user_groups(), str(newcomer.pk)).split(",")
 
     with django_capture_on_commit_callbacks(execute=True):
         group.user_set.remove(newcomer)  # reverse side
     assert staff_api.get(url).json()["count"] == 3
-    assert redis_client.smembers(keys.user_groups(str(newcomer.pk))) == set()
+    assert redis_client.hget(keys.user_groups(), str(newcomer.pk)) is None
     record(str(newcomer.pk), NOW + 10)  # a former member's update stays out
     assert str(newcomer.pk) not in [r["user"] for r in staff_api.get(url).json()["results"]]
 

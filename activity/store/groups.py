@@ -19,7 +19,7 @@ from activity.store.client import PER_CALL, Client, Reply, Sum, chunks
 from activity.store.scripts import LuaScript, Pipeline
 
 PUBLISH = LuaScript("group_view_publish")
-GROUPS_OF = LuaScript("groups_of")
+INDEX_EDIT = LuaScript("group_index_edit")
 GROUP_ACTIVE = LuaScript("group_active")
 
 NEVER = -1.0  # score of a member never seen: below every real epoch time
@@ -49,7 +49,8 @@ def epoch(client: Client, group_id: int) -> str:
 
 def build(client: Client, group_id: int, scores: Mapping[str, float | None], seen_epoch: str, ttl: int) -> bool:
     """Materialize a group's view; False when a membership change raced it. One MULTI: fill a
-    temporary key, index each member's group, publish only if the epoch is still ``seen_epoch``.
+    temporary key, add the group to each member's index entry (the index outlives the view by
+    ``INDEX_SLACK``), publish only if the epoch is still ``seen_epoch``.
     Concurrent builders each use their own key, so the last publish wins with an equally complete view."""
     temp = keys.group_view_build(group_id, secrets.token_hex(8))
     view_ttl_ms = int(ttl * 1000)
@@ -57,13 +58,8 @@ def build(client: Client, group_id: int, scores: Mapping[str, float | None], see
     for batch in chunks(scores.items(), ZADD_CHUNK):
         pipe.zadd(temp, {member: NEVER if score is None else score for member, score in batch})
         pipe.pexpire(temp, BUILD_TTL_MS)
-    for member in scores:
-        index = keys.user_groups(member)
-        pipe.sadd(index, group_id)
-        pipe.expire(index, ttl + INDEX_SLACK)
-    # Outlives every index: made with this build's TTL, or kept if it already ends later.
-    pipe.set(keys.groups_indexed(), 1, ex=ttl + INDEX_SLACK, nx=True)
-    pipe.expire(keys.groups_indexed(), ttl + INDEX_SLACK, gt=True)
+    for members in chunks(scores, PER_CALL):
+        pipe.script(INDEX_EDIT, [keys.user_groups()], [group_id, 1, ttl + INDEX_SLACK, *members])
     published_at = pipe.script(
         PUBLISH, [temp, keys.group_view(group_id), keys.group_epoch(group_id)], [seen_epoch, view_ttl_ms]
     )
@@ -72,22 +68,29 @@ def build(client: Client, group_id: int, scores: Mapping[str, float | None], see
 
 
 class GroupIndexes:
-    """The group indexes of a batch's users, queued as calls of at most ``PER_CALL`` users (each
-    reads none while no view is built); ``grouped`` reads them once the pipeline has run."""
+    """The group index entries of a batch's users, queued as one ``HMGET`` of at most ``PER_CALL``
+    users each (nothing to read while no view is built: the index does not exist); ``grouped``
+    reads them once the pipeline has run."""
 
     def __init__(self, pipe: Pipeline, users: Iterable[str]) -> None:
-        self.calls: list[tuple[list[str], Reply]] = [
-            (chunk, pipe.script(GROUPS_OF, [keys.groups_indexed(), *map(keys.user_groups, chunk)], []))
-            for chunk in chunks(users, PER_CALL)
-        ]
+        self.calls: list[tuple[list[str], Reply]] = []
+        for chunk in chunks(users, PER_CALL):
+            pipe.hmget(keys.user_groups(), chunk)
+            self.calls.append((chunk, pipe.reply()))
 
     def grouped(self) -> dict[str, list[str]]:
         """Each user in some built group view -> its group ids."""
-        found: dict[str, list[str]] = {}
-        for users, reply in self.calls:
-            if reply.value:  # empty while no view is built, else one list per user
-                found.update((user, ids) for user, ids in zip(users, reply.value, strict=True) if ids)
-        return found
+        return {
+            user: entry_ids(entry)
+            for users, reply in self.calls
+            for user, entry in zip(users, reply.value, strict=True)
+            if entry
+        }
+
+
+def entry_ids(entry: str | None) -> list[str]:
+    """The group ids of a user's index entry (None: the user has none)."""
+    return entry.split(",") if entry else []
 
 
 def upsert(client: Client, updates: Updates) -> int:
@@ -108,15 +111,19 @@ def upsert(client: Client, updates: Updates) -> int:
 
 def drop(client: Client, group_ids: Iterable[int], removed: Iterable[tuple[int, str]], ttl: int) -> None:
     """Membership changed: bump each group's epoch (discarding a build in flight), delete its view
-    and removed members' index entries; one MULTI. The epoch outlives any build, so none sees it
-    expire and come back with the value it read."""
+    and take the group out of removed members' index entries; one MULTI. The epoch outlives any
+    build, so none sees it expire and come back with the value it read."""
     pipe = client.pipeline(transaction=True)
     for group_id in set(group_ids):
         pipe.incr(keys.group_epoch(group_id))
         pipe.expire(keys.group_epoch(group_id), ttl + INDEX_SLACK)
         pipe.delete(keys.group_view(group_id))
+    leaving: dict[int, list[str]] = {}
     for group_id, user in removed:
-        pipe.srem(keys.user_groups(user), group_id)
+        leaving.setdefault(group_id, []).append(user)
+    for group_id, users in leaving.items():
+        for chunk in chunks(users, PER_CALL):
+            pipe.script(INDEX_EDIT, [keys.user_groups()], [group_id, 0, ttl + INDEX_SLACK, *chunk])
     if len(pipe):
         pipe.execute()
 

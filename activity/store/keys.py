@@ -451,17 +451,11 @@ def group_epoch(group_id: int) -> str:
     return f"{prefix()}{{grp}}:epoch:{group_id}"
 
 
-@family("{grp}:user:<user>", "set", DELETE)
-def user_groups(user: str) -> str:
-    """Set: ids of the groups of ``user`` whose views were built, so an event finds the views to update."""
-    return f"{prefix()}{{grp}}:user:{user}"
-
-
-@family("{grp}:indexed", "string", DELETE)
-def groups_indexed() -> str:
-    """String, present while a user's group index may exist: a build sets it with the indexes, its
-    TTL at least theirs, so a site with no group view built reads no index per event."""
-    return f"{prefix()}{{grp}}:indexed"
+@family("{grp}:user-groups", "hash", DELETE)
+def user_groups() -> str:
+    """Hash: user -> the comma-separated ids of their groups whose views were built, so an event
+    finds the views to update (``lua/group_index_edit.lua``); absent while no view is built."""
+    return f"{prefix()}{{grp}}:user-groups"
 
 
 # --- retention cohorts (docs/cohorts.md): tagged {au}, so a BITOP reads cohorts and active users

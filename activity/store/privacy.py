@@ -14,6 +14,7 @@ from typing import Any
 from activity import calendar
 from activity.store import audience, funnel_progress, funnels, keys, pages_now
 from activity.store.client import Client, Sum
+from activity.store.groups import entry_ids
 from activity.store.last_seen import partition_of
 from activity.store.scripts import LuaScript, Pipeline
 
@@ -79,7 +80,7 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     dense = pipe.reply()
     pipe.zrange(keys.linked_visitors(user), 0, -1)
     visitors = pipe.reply()
-    pipe.smembers(keys.user_groups(user))
+    pipe.hget(keys.user_groups(), user)
     groups = pipe.reply()
     pipe.execute()
 
@@ -108,7 +109,7 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
         removed += [pipe.script(ZERO_FIELD, [bitmap], ["u1", dense.value]) for bitmap in where.bitmaps]
         removed.append(pipe.script(ZERO_FIELD, [keys.first_day()], ["u16", dense.value]))
     pipe.execute()
-    return Sum(removed).value, sorted(groups.value)
+    return Sum(removed).value, sorted(entry_ids(groups.value))
 
 
 def _linked_visitors(visitors: Sequence[str], day: date) -> tuple[list[tuple[str, bytes | str]], list[tuple[Any, ...]]]:
@@ -166,7 +167,7 @@ def footprint(client: Client, where: Where) -> Footprint:
     pipe.pttl(keys.session(user))
     pipe.hmget(keys.viewer(user), [keys.VIEWER_NAME, *where.page_periods])
     pipe.smembers(keys.display_aliases(user))
-    pipe.smembers(keys.user_groups(user))
+    pipe.hget(keys.user_groups(), user)
     for key in where.visitor_hashes:
         pipe.hget(key, where.visitor)
     pipe.hget(keys.dense_ids(), where.digest)
@@ -198,7 +199,7 @@ def footprint(client: Client, where: Where) -> Footprint:
         display_name=name,
         former_names=sorted(aliases),
         page_views={period: int(count) for period, count in zip(where.page_periods, views, strict=True) if count},
-        groups=sorted(groups, key=int),
+        groups=sorted(entry_ids(groups), key=int),
         dense_id=dense,
         active_days=[day for (day, _), bit in zip(where.day_bitmaps, bits, strict=True) if bit],
         first_visit_day=None if first is None else int(first),

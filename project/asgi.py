@@ -180,7 +180,8 @@ class Front:
 
 class OneThread:
     """ASGI app that runs a WSGI application (Django's handler) on one thread of its own, one whole
-    request at a time, and sends its answer in one message.
+    request at a time, and sends its answer in one message, or, for an asynchronous stream, from
+    the event loop as it comes (``send_answer``).
 
     The executor runs each call in its thread's own context, as a WSGI server's thread runs its
     requests: Django keeps its database connections in context variables, so the thread keeps its

@@ -58,8 +58,7 @@ def build(client: Client, group_id: int, scores: Mapping[str, float | None], see
     for batch in chunks(scores.items(), ZADD_CHUNK):
         pipe.zadd(temp, {member: NEVER if score is None else score for member, score in batch})
         pipe.pexpire(temp, BUILD_TTL_MS)
-    for members in chunks(scores, PER_CALL):
-        pipe.script(INDEX_EDIT, [keys.user_groups()], [group_id, 1, ttl + INDEX_SLACK, *members])
+    _queue_index_edit(pipe, group_id, scores, True, ttl)
     published_at = pipe.script(
         PUBLISH, [temp, keys.group_view(group_id), keys.group_epoch(group_id)], [seen_epoch, view_ttl_ms]
     )
@@ -122,10 +121,16 @@ def drop(client: Client, group_ids: Iterable[int], removed: Iterable[tuple[int, 
     for group_id, user in removed:
         leaving.setdefault(group_id, []).append(user)
     for group_id, users in leaving.items():
-        for chunk in chunks(users, PER_CALL):
-            pipe.script(INDEX_EDIT, [keys.user_groups()], [group_id, 0, ttl + INDEX_SLACK, *chunk])
+        _queue_index_edit(pipe, group_id, users, False, ttl)
     if len(pipe):
         pipe.execute()
+
+
+def _queue_index_edit(pipe: Pipeline, group_id: int, users: Iterable[str], adding: bool, ttl: int) -> None:
+    """Queue adding ``group_id`` to the users' index entries (or taking it out), ``PER_CALL`` users
+    a call; an add keeps the index at least ``INDEX_SLACK`` beyond a view of ``ttl`` seconds."""
+    for chunk in chunks(users, PER_CALL):
+        pipe.script(INDEX_EDIT, [keys.user_groups()], [group_id, int(adding), ttl + INDEX_SLACK, *chunk])
 
 
 # --- membership bitmaps ({au}) -------------------------------------------------------------------

@@ -43,6 +43,7 @@ from project.redis_server import PrivateCluster
 BATCH = 1000
 TARGET_USERS, TARGET_EVENTS = 100_000_000, 1_000_000
 HEADROOM = 0.5  # plan shards to run at half a core, for spikes, replication and the jobs
+CLUSTER_PARTITIONS = 16  # last-seen partitions of the cluster run, so its writes spread over the primaries
 FORGET = 120  # seconds the clock moves to pass what ingest remembers of a day's writes (DAY_WRITES_CACHE)
 LAST_SEEN = "last seen only, returning user (API event without path)"
 PAGE_VIEW = "page view, returning user (last seen + session + page statistics)"
@@ -196,6 +197,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
 
     from activity import clock
     from activity.services import ingest, reports
+    from activity.store import last_seen
     from activity.store.audience import VISITOR_SHARDS
     from activity.store.client import get_client
 
@@ -264,7 +266,9 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
 
     # 3. The same page-view batches on the standalone server and on the 3-master cluster, interleaved.
     sizes = min(users, 20_000)
-    cluster_settings = dict(REDIS_URL=cluster_url, ACTIVITY_REDIS_CLUSTER=True)
+    cluster_settings = dict(
+        REDIS_URL=cluster_url, ACTIVITY_REDIS_CLUSTER=True, ACTIVITY_LAST_SEEN_PARTITIONS=CLUSTER_PARTITIONS
+    )
 
     def push() -> None:
         moment[0] += 1
@@ -277,6 +281,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
 
     with override_settings(**cluster_settings):
         cluster_client = get_client()
+        cluster_partitions = last_seen.partition_count()  # what the run used, not what it asked for
         before_nodes = per_node_cpu(cluster_client)
     rates = harness.interleaved({"standalone": (push, sizes), "cluster": (on_cluster, sizes)}, rounds)
     with override_settings(**cluster_settings):
@@ -310,6 +315,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         "events_per_s_per_shard_core": {name: 1e6 / us for name, us in cpu_us.items()},
         "ingest_events_per_s_client": rates,
         "cluster_over_standalone": rates["cluster"] / rates["standalone"],
+        "cluster_last_seen_partitions": cluster_partitions,
         "cluster_node_cpu_seconds": node_cpu,
         "cluster_busiest_node_share": busiest_share,
         "flush_rows_per_s_per_worker": {"new rows": flush_rows[False], "existing rows": flush_rows[True]},
@@ -342,7 +348,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         "| page-view batches of 1,000 (one client process) | events/s | ratio |",
         "|---|---:|---:|",
         f"| standalone | {rates['standalone']:,.0f} | 1.00x |",
-        f"| 3-master cluster, 16 last-seen partitions | {rates['cluster']:,.0f} | "
+        f"| 3-master cluster, {cluster_partitions} last-seen partitions | {rates['cluster']:,.0f} | "
         f"{rates['cluster'] / rates['standalone']:.2f}x |",
         "",
         f"Cluster: the busiest primary did {busiest_share:.0%} of the cluster's Redis CPU (each primary: "

@@ -42,10 +42,12 @@ HEADER_TIMEOUT, BODY_TIMEOUT = 2, 3  # seconds: the defaults (10, 30) shortened 
 @pytest.fixture
 def thawed():
     """The test process's collector with nothing frozen, before and after (on Python 3.12 something
-    the suite imports has frozen a few hundred objects by then)."""
+    the suite imports has frozen a few hundred objects by then), and its thresholds as they were."""
+    thresholds = gc.get_threshold()
     gc.unfreeze()
     yield
     gc.unfreeze()
+    gc.set_threshold(*thresholds)
 
 
 class Node:
@@ -314,13 +316,41 @@ def test_a_header_named_with_an_underscore_never_reaches_django():
     assert with_it["HTTP_X_FORWARDED_FOR"] == "1.2.3.4"
 
 
+def young_collections(count: int) -> None:
+    """Allocate until the collector has run ``count`` young collections of its own accord."""
+    done: list[int] = []
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and info["generation"] == 0:
+            done.append(1)
+
+    gc.callbacks.append(note)
+    try:
+        while len(done) < count:
+            [[] for _ in range(1000)]  # containers, each counted towards the young generation's threshold
+    finally:
+        gc.callbacks.remove(note)
+
+
+def test_what_outlives_dozens_of_young_collections_stays_out_of_the_old_generation(thawed):
+    """A live stream's wait for the next read lives about a second: a hundred young collections or more
+    under load. It dies in the middle generation rather than reaching the old one, whose full
+    collections walk every open stream's objects."""
+    boot(Front(answer_ok, None, freeze_after=5))
+    waiting = Node()
+    young_collections(50)
+    assert walked(waiting)
+    assert not any(found is waiting for found in gc.get_objects(generation=2))
+
+
 def test_freeze_after_zero_leaves_the_collector_alone(thawed):
     front = Front(answer_ok, None, freeze_after=0)
-    kept = Node()
+    thresholds, kept = gc.get_threshold(), Node()
     boot(front)
     for _ in range(300):
         serve_one(front)
     assert gc.get_freeze_count() == 0 and walked(kept)
+    assert gc.get_threshold() == thresholds
 
 
 @pytest.fixture(scope="module")

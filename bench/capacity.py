@@ -11,9 +11,9 @@ shape under MONITOR gives its calls (each script by name) and the commands they 
 out a day's idempotent writes this process made lately, so the bench pins the clock and moves it
 past that memory where a shape needs it; anonymous visits come from visitors never seen before.
 Then the same batches run interleaved against the standalone server and a private 3-master cluster
-(16 last-seen partitions), with each primary's CPU, to show how the cluster spreads the work and
-where it cannot. The flush figures (rows/s per worker into PostgreSQL, WAL bytes per row) are
-bench/results/flush.json's.
+(16 last-seen partitions), with each primary's CPU and the hash tags it holds, to show how the
+cluster spreads the work and where it cannot. The flush figures (rows/s per worker into
+PostgreSQL, WAL bytes per row) are bench/results/flush.json's.
 
     python -m bench.capacity                 # 100,000 users, 3 rounds
     python -m bench.capacity --users 20000   # quicker
@@ -31,7 +31,7 @@ import re
 import statistics
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -73,11 +73,26 @@ def cpu_seconds(client) -> float:
     return sum(info["used_cpu_user"] + info["used_cpu_sys"] for info in infos)
 
 
-def per_node_cpu(client) -> list[float]:
+def per_node_cpu(client) -> dict[str, float]:
+    """Redis CPU (user + sys) so far of each primary of a cluster, by the primary's name."""
     from redis.cluster import RedisCluster
 
     infos = client.info("cpu", target_nodes=RedisCluster.PRIMARIES)
-    return [infos[name]["used_cpu_user"] + infos[name]["used_cpu_sys"] for name in sorted(infos)]
+    return {name: info["used_cpu_user"] + info["used_cpu_sys"] for name, info in infos.items()}
+
+
+def held_tags(client, tags: list[str]) -> dict[str, str]:
+    """What each primary of a cluster holds of the hash tags ``tags``, by the primary's name: the
+    single tags named, the numbered ones (``ls:<n>``, ``vis:<n>``) counted."""
+    held: dict[str, list[str]] = defaultdict(list)
+    for tag in tags:
+        held[client.get_node_from_key(f"{{{tag}}}").name].append(tag)
+    described = {}
+    for name, found in held.items():
+        numbered = Counter(tag.split(":")[0] for tag in found if ":" in tag)
+        single = [f"{{{tag}}}" for tag in found if ":" not in tag]
+        described[name] = ", ".join(single + [f"{count} {{{family}:<n>}}" for family, count in numbered.items()])
+    return described
 
 
 def memory_by_family(client) -> dict[str, tuple[int, int]]:
@@ -283,10 +298,16 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         cluster_client = get_client()
         cluster_partitions = last_seen.partition_count()  # what the run used, not what it asked for
         before_nodes = per_node_cpu(cluster_client)
+        tags = ["pv", "now", "au", "grp", "uv"] + [f"ls:{n}" for n in range(cluster_partitions)]
+        holds = held_tags(cluster_client, tags + [f"vis:{n}" for n in range(VISITOR_SHARDS)])
     rates = harness.interleaved({"standalone": (push, sizes), "cluster": (on_cluster, sizes)}, rounds)
     with override_settings(**cluster_settings):
-        node_cpu = [after - before for after, before in zip(per_node_cpu(cluster_client), before_nodes, strict=True)]
-    busiest_share = max(node_cpu) / sum(node_cpu)
+        node_cpu = {name: cpu - before_nodes[name] for name, cpu in per_node_cpu(cluster_client).items()}
+    primaries = sorted(
+        ({"cpu_seconds": cpu, "holds": holds.get(name, "")} for name, cpu in node_cpu.items()),
+        key=lambda primary: -primary["cpu_seconds"],
+    )
+    busiest_share = primaries[0]["cpu_seconds"] / sum(node_cpu.values())
 
     flush_figures = json.loads((harness.COMMITTED / "flush.json").read_text())
     flush_rows = {phase["returning"]: phase["rows_per_s"] for phase in flush_figures["phases"] if phase["rows"] >= 1e6}
@@ -316,7 +337,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         "ingest_events_per_s_client": rates,
         "cluster_over_standalone": rates["cluster"] / rates["standalone"],
         "cluster_last_seen_partitions": cluster_partitions,
-        "cluster_node_cpu_seconds": node_cpu,
+        "cluster_primaries": primaries,
         "cluster_busiest_node_share": busiest_share,
         "flush_rows_per_s_per_worker": {"new rows": flush_rows[False], "existing rows": flush_rows[True]},
         "flush_wal_bytes_per_row": wal_per_row,
@@ -352,7 +373,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         f"{rates['cluster'] / rates['standalone']:.2f}x |",
         "",
         f"Cluster: the busiest primary did {busiest_share:.0%} of the cluster's Redis CPU (each primary: "
-        + ", ".join(f"{cpu:.2f} s" for cpu in node_cpu)
+        + "; ".join(f"{primary['cpu_seconds']:.2f} s holding {primary['holds']}" for primary in primaries)
         + "). Flush (bench/results/flush.json): "
         + f"{flush_rows[False]:,.0f} new / {flush_rows[True]:,.0f} existing rows/s per worker. "
         + f"Medians of {rounds} rounds. Command: `python -m bench.capacity --users {users} --rounds {rounds}`.",

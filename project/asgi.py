@@ -33,8 +33,9 @@ only what was made since, 1-5 ms each. The middle generation is then collected e
 100 or more young collections a second, so at 10 whatever lives about a second (each open live
 stream's wait for the next read, a slow request) outlived the middle generation into the old one,
 and its full collections, walking every open stream's objects, took about 80 ms a second with
-2,000 streams open; at 200 such objects die in the middle generation (7-20 ms a second), with
-pauses about as long (``python -m bench.live``, ``python -m bench.gc_pauses``; docs/gc-freeze.md).
+2,000 streams open; at 200 such objects die in the middle generation, and full collections take
+7-20 ms a second, with pauses about as long (``python -m bench.live``, ``python -m
+bench.gc_pauses``; docs/gc-freeze.md).
 
 A worker granian stops (a reload on SIGHUP, a recycle at the end of its lifetime, a shutdown) sends
 the tracked activity its process still holds (``services.tracking``) in the lifespan's shutdown:

@@ -29,13 +29,13 @@ process collects and freezes the survivors (``gc.freeze``) once it has loaded th
 after its ``WEB_GC_FREEZE_AFTER``-th request (default 100; 0 leaves the collector alone), once its
 first requests have built what Django builds lazily (templates, ...): later full collections walk
 only what was made since, 1-5 ms each. The middle generation is then collected every
-``MIDDLE_GENERATION_EVERY`` young collections rather than CPython's 10: under load a worker makes
-100 or more young collections a second, so at 10 whatever lives about a second (each open live
-stream's wait for the next read, a slow request) outlived the middle generation into the old one,
-and its full collections, walking every open stream's objects, took about 80 ms a second with
-2,000 streams open; at 200 such objects die in the middle generation, and full collections take
-7-20 ms a second, with pauses about as long (``python -m bench.live``, ``python -m
-bench.gc_pauses``; docs/gc-freeze.md).
+``MIDDLE_GENERATION_EVERY`` young collections rather than CPython's 10 (before 3.14): under load a
+worker makes 100 or more young collections a second, so at 10 whatever lives about a second (each
+open live stream's wait for the next read, a slow request) outlived the middle generation into the
+old one, and its full collections, walking every open stream's objects, took about 80 ms a second
+with 2,000 streams open; at 200 such objects die in the middle generation, and full collections take
+7-20 ms a second, with pauses about as long (``python -m bench.live``,
+``python -m bench.gc_pauses``; docs/gc-freeze.md).
 
 A worker granian stops (a reload on SIGHUP, a recycle at the end of its lifetime, a shutdown) sends
 the tracked activity its process still holds (``services.tracking``) in the lifespan's shutdown:
@@ -73,6 +73,9 @@ WSGIApplication = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 BODY_TIMEOUT = float(os.environ.get("WEB_BODY_TIMEOUT") or 30)  # seconds from the headers to the body's end
 GC_FREEZE_AFTER = int(os.environ.get("WEB_GC_FREEZE_AFTER") or 100)
 MIDDLE_GENERATION_EVERY = 200  # young collections per collection of the middle generation (CPython: 10)
+# Only the generational collector of CPython 3.11 to 3.13 has a middle generation; 3.14's incremental
+# one reads the second threshold as how slowly it scans the old generation: there it is left alone.
+GENERATIONAL = sys.version_info < (3, 14)
 
 
 class Refused(Exception):
@@ -143,8 +146,9 @@ class Front:
         if self.freeze_after > 0:
             gc.collect()
             gc.freeze()
-            young, _, old = gc.get_threshold()
-            gc.set_threshold(young, MIDDLE_GENERATION_EVERY, old)
+            if GENERATIONAL:
+                young, _, old = gc.get_threshold()
+                gc.set_threshold(young, MIDDLE_GENERATION_EVERY, old)
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
         """ASGI lifespan: a process that has loaded the app freezes it before its first request, and

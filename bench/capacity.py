@@ -63,14 +63,9 @@ def visitors(first: int, count: int, ts: float) -> list[tuple[str, float]]:
 
 
 def cpu_seconds(client) -> float:
-    """Redis CPU (user + sys) so far, summed over every primary of a cluster."""
-    from redis.cluster import RedisCluster
-
-    if isinstance(client, RedisCluster):
-        infos = client.info("cpu", target_nodes=RedisCluster.PRIMARIES).values()
-    else:
-        infos = [client.info("cpu")]
-    return sum(info["used_cpu_user"] + info["used_cpu_sys"] for info in infos)
+    """Redis CPU (user + sys) so far of one server (a cluster's primaries: ``per_node_cpu``)."""
+    info = client.info("cpu")
+    return info["used_cpu_user"] + info["used_cpu_sys"]
 
 
 def per_node_cpu(client) -> dict[str, float]:

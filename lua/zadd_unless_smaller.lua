@@ -4,10 +4,13 @@
 -- KEYS[2]  "changed since last flush" sorted set (score = time of the first unflushed change)
 -- KEYS[3]  tombstones of erased users (member -> expiry): a member tombstoned at now is skipped
 -- ARGV[1]  now, epoch seconds (the caller's clock; scripts never read the clock)
--- ARGV[2], ARGV[3], ...  score, member pairs (a member may appear more than once)
+-- ARGV[2], ARGV[3], ...  score, member pairs (a member may appear more than once); a score is a
+--          decimal as Python's repr writes an epoch time
 -- Returns  the number of distinct members whose score moved forward (a new member counts).
 --
--- Every pair is decided before anything is written, so a bad score changes nothing.
+-- A ZADD GT CH per member moves it forward only and answers whether it moved, so no stored score is
+-- read back (a ZMSCORE's scores, formatted into its reply and parsed again in Lua, cost more than
+-- these commands). Every score is checked before anything is written, so a bad one changes nothing.
 if #KEYS ~= 3 then
   return redis.error_reply('zadd_unless_smaller: expected 3 keys, got ' .. #KEYS)
 end
@@ -15,57 +18,36 @@ if #ARGV < 1 or (#ARGV - 1) % 2 ~= 0 or tonumber(ARGV[1]) == nil then
   return redis.error_reply('zadd_unless_smaller: expected now followed by score, member pairs')
 end
 
-local now, now_number = ARGV[1], tonumber(ARGV[1])
--- Tombstones are rare: looked up only while the set exists.
-local seen, dirty, tombstones = KEYS[1], KEYS[2], KEYS[3]
-local erasures = redis.call('EXISTS', tombstones) == 1
-local CHUNK = 1000 -- pairs per ZMSCORE/ZADD, well under Lua's unpack limit
--- best[member]: highest score so far (stored or from this call), so a duplicate can never write a
--- smaller score after a larger one; text[member]: the caller's text of that score, written back
--- as given (no number-to-string formatting); order: members that moved, first-come.
-local best, text, order = {}, {}, {}
-for first = 2, #ARGV, 2 * CHUNK do
-  local members = {}
-  for i = first, math.min(first + 2 * CHUNK - 1, #ARGV), 2 do
-    members[#members + 1] = ARGV[i + 1]
-  end
-  local current = redis.call('ZMSCORE', seen, unpack(members))
-  local erased = erasures and redis.call('ZMSCORE', tombstones, unpack(members)) or {}
-  for n = 1, #members do
-    local i = first + 2 * (n - 1)
-    local member, score = members[n], tonumber(ARGV[i])
-    if score == nil then
-      return redis.error_reply('zadd_unless_smaller: score is not a number: ' .. ARGV[i])
-    end
-    if erased[n] and tonumber(erased[n]) > now_number then
-      score = -math.huge -- an erased user: nothing of theirs is written until the tombstone expires
-    end
-    local known = best[member]
-    if known == nil then
-      known = current[n] and tonumber(current[n]) or -math.huge
-    end
-    if score > known then
-      best[member] = score
-      if text[member] == nil then
-        order[#order + 1] = member
-      end
-      text[member] = ARGV[i]
-    else
-      best[member] = known
-    end
+-- Whether ``text`` is a decimal as Python's repr writes an epoch time (digits, an optional point and
+-- fraction, an exponent of at most two digits): one Redis parses, so no ZADD below fails after
+-- another has written.
+local function is_decimal(text)
+  return #text <= 32
+    and (string.find(text, '^%-?%d+%.?%d*$') or string.find(text, '^%-?%d+%.?%d*e[-+]%d%d?$')) ~= nil
+end
+
+for i = 2, #ARGV, 2 do
+  if not is_decimal(ARGV[i]) then
+    return redis.error_reply('zadd_unless_smaller: score is not a number: ' .. ARGV[i])
   end
 end
 
-for first = 1, #order, CHUNK do
-  local scores, marks = {}, {}
-  for n = first, math.min(first + CHUNK - 1, #order) do
-    local member = order[n]
-    scores[#scores + 1] = text[member]
-    scores[#scores + 1] = member
+local seen, dirty, tombstones = KEYS[1], KEYS[2], KEYS[3]
+local now = ARGV[1]
+-- Tombstones are rare: looked up only while the set exists.
+local erasures = redis.call('EXISTS', tombstones) == 1
+local moved, marks = {}, {}
+for i = 2, #ARGV, 2 do
+  local member = ARGV[i + 1]
+  local expiry = erasures and redis.call('ZSCORE', tombstones, member)
+  if not (expiry and tonumber(expiry) > tonumber(now))
+      and redis.call('ZADD', seen, 'GT', 'CH', ARGV[i], member) == 1 and not moved[member] then
+    moved[member] = true
     marks[#marks + 1] = now
     marks[#marks + 1] = member
   end
-  redis.call('ZADD', seen, unpack(scores))
+end
+if #marks > 0 then
   redis.call('ZADD', dirty, 'NX', unpack(marks))
 end
-return #order
+return #marks / 2

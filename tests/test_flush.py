@@ -134,6 +134,17 @@ def test_update_during_a_flush_is_flushed_by_the_next_batch(redis_client, now):
 
 
 @pytest.mark.django_db
+def test_a_late_event_after_a_flush_marks_nothing_and_the_flush_writes_nothing(redis_client, now):
+    """Only what moved is marked: a late event leaves its user out of the next flush."""
+    last_seen.seed({"a": T0 + 50})
+    flush.flush()
+    assert last_seen.seed({"a": T0, "b": T0}) == 1  # only b moved
+    assert set(stored(redis_client, "dirty")) == {"b"}
+    assert flush.flush().flushed == 1
+    assert db_last_seen() == {"a": T0 + 50, "b": T0}
+
+
+@pytest.mark.django_db
 def test_reaper_returns_dead_claims_and_a_late_ack_keeps_a_newer_claim(redis_client, now):
     last_seen.seed({"a": T0, "b": T0})
     dead_time, _, _ = FlushQueue(redis_client).claim(now.t, 10)  # its worker "dies" here

@@ -70,16 +70,18 @@ def test_duplicates_in_one_batch_keep_the_largest(redis_client):
     assert store.get(redis_client, "x") == 50.0
 
 
-def test_script_rejects_a_bad_call_without_writing(redis_client):
+# Scores Lua's tonumber reads and Redis's ZADD refuses (or reads otherwise) among the rest.
+@pytest.mark.parametrize("bad", ["x", "", " 5", "5 ", "nan", "inf", "1e999", "0x10", "1e-999"])
+def test_script_rejects_a_bad_call_without_writing(redis_client, bad):
     import redis
 
     with pytest.raises(redis.ResponseError, match="not a number"):
         store.ZADD_UNLESS_SMALLER(
             redis_client,
             [store.partitions()[0].seen, store.partitions()[0].dirty, store.partitions()[0].tombstones],
-            ["1", "5", "ok", "x", "bad"],
+            ["1", "5", "ok", bad, "bad"],
         )
-    assert stored(redis_client) == {}
+    assert stored(redis_client) == stored(redis_client, "dirty") == {}
 
 
 def test_duplicates_in_one_script_call_never_write_a_smaller_score(redis_client):
@@ -97,7 +99,7 @@ def test_large_calls_span_several_chunks(redis_client):
     assert last_seen.seed({k: v + 0.5 if i % 2 else v - 0.5 for i, (k, v) in enumerate(scores.items())}) == 1250
 
 
-def test_a_bad_score_in_a_later_chunk_writes_nothing(redis_client):
+def test_a_bad_score_at_the_end_of_a_large_call_writes_nothing(redis_client):
     args = ["1"]
     for i in range(1500):
         args += [str(i), f"m{i}"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from activity import conf
 from activity.store import keys
-from activity.store.client import Client, Sum
+from activity.store.client import Client, Sum, chunks
 from activity.store.scripts import LuaScript, Pipeline
 
 ZADD_UNLESS_SMALLER = LuaScript("zadd_unless_smaller")
@@ -25,6 +25,9 @@ ZREM_IF_SCORE = LuaScript("zrem_if_score")
 # Earlier releases kept last seen in one set ({ls}), and a change of ACTIVITY_LAST_SEEN_PARTITIONS
 # leaves members in partitions that are no longer theirs: the upgrade looks in partitions 0 to this.
 EARLIER_PARTITIONS = 256
+# Users per update call: a last-seen write is a few microseconds of Redis, so a call of this many
+# stays within a few milliseconds and within the script's unpack (about 4,000 users).
+PER_UPDATE = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,16 +89,18 @@ def _flatten(scores: Mapping[str, float], users: Iterable[str]) -> list[str | fl
 
 
 def queue_update(pipe: Pipeline, scores: Mapping[str, float], now: float) -> Sum:
-    """Queue one EVALSHA per partition touched, moving last seen forward (tombstoned users skipped);
-    returns the users who moved, once the pipeline has run."""
+    """Queue an EVALSHA per partition touched and ``PER_UPDATE`` users, moving last seen forward
+    (tombstoned users skipped) and marking those who moved for the flush; returns how many moved, once
+    the pipeline has run."""
     parts = partitions()
     return Sum(
         pipe.script(
             ZADD_UNLESS_SMALLER,
             [parts[i].seen, parts[i].dirty, parts[i].tombstones],
-            [repr(now), *_flatten(scores, users)],
+            [repr(now), *_flatten(scores, call)],
         )
         for i, users in by_partition(scores).items()
+        for call in chunks(users, PER_UPDATE)
     )
 
 

@@ -33,14 +33,14 @@ for i = 2, #ARGV, 2 do
 end
 
 local seen, dirty, tombstones = KEYS[1], KEYS[2], KEYS[3]
-local now = ARGV[1]
+local now, now_number = ARGV[1], tonumber(ARGV[1])
 -- Tombstones are rare: looked up only while the set exists.
 local erasures = redis.call('EXISTS', tombstones) == 1
 local moved, marks = {}, {}
 for i = 2, #ARGV, 2 do
   local member = ARGV[i + 1]
   local expiry = erasures and redis.call('ZSCORE', tombstones, member)
-  if not (expiry and tonumber(expiry) > tonumber(now))
+  if not (expiry and tonumber(expiry) > now_number)
       and redis.call('ZADD', seen, 'GT', 'CH', ARGV[i], member) == 1 and not moved[member] then
     moved[member] = true
     marks[#marks + 1] = now

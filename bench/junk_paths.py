@@ -4,7 +4,7 @@
 distinct paths of that many characters, 1,000 a call of ``ingest.record_events`` (the write path the
 API and the middleware use), on a private Redis. Each new path is one member of the day's views per
 path (``{pv}:paths:<day>``) and, as the step from the crawler's previous page, one member of the day's
-transitions (``{pv}:next:<day>``) and of their index (``{pv}:next-index:<day>``). Then ``MEMORY USAGE
+transitions (``{ses}:next:<day>``) and of their index (``{ses}:next-index:<day>``). Then ``MEMORY USAGE
 ... SAMPLES 0`` (every member counted) of those three keys, divided by the paths: bytes per distinct
 path, each key's share. The paths stay under both caps, so nothing is trimmed; the most a day can
 hold is then the caps times those shares (``store.sessions.MAX_PATHS_PER_DAY`` and
@@ -57,9 +57,9 @@ def run(lengths: list[int], paths: int) -> dict[str, dict[str, float]]:
         row: dict[str, float] = {f"{name}_bytes": usage[name] for name in names}
         row |= {f"{name}_per_path": usage[name] / members[name] for name in names}
         row["per_path"] = sum(usage.values()) / paths
-        page_view_keys = f"{keys.prefix()}{keys.PV_TAG}:"
-        row["keys"] = sum(1 for _ in client.scan_iter(match=f"{page_view_keys}*", count=1000))
-        row["next_keys"] = sum(1 for _ in client.scan_iter(match=f"{page_view_keys}next*", count=1000))
+        tags = [f"{keys.prefix()}{tag}:" for tag in (keys.SESSIONS_TAG, keys.PV_TAG)]
+        row["keys"] = sum(1 for tag in tags for _ in client.scan_iter(match=f"{tag}*", count=1000))
+        row["next_keys"] = sum(1 for _ in client.scan_iter(match=f"{tags[0]}next*", count=1000))
         max_paths = sessions_store.MAX_PATHS_PER_DAY + sessions_store.paths_slack(sessions_store.MAX_PATHS_PER_DAY)
         max_steps = sessions_store.MAX_TRANSITIONS_PER_DAY + sessions_store.TRANSITIONS_PER_DAY_SLACK
         row["day_bound_bytes"] = row["paths_per_path"] * max_paths + max_steps * (
@@ -110,11 +110,11 @@ def main() -> None:
             f"{args.paths:,} distinct paths per length, viewed by one crawler in calls of {BATCH:,} events",
             "(`ingest.record_events`), none trimmed. Bytes: `MEMORY USAGE key SAMPLES 0` of the day's views per",
             "path, transitions and transition index, per member (a path is one member of each: the step to it",
-            "from the crawler's previous page), summed per path. Page-view keys: every `{pv}` key after the run",
-            "(the crawler's session, name and counters, the day's and week's statistics), `next:*` the transition",
-            f"keys among them, the same whatever the paths. A day at the caps: {caps} (each cap plus its slack)",
-            "times the per-member bytes, extrapolated; each day is kept `ACTIVITY_PAGE_STATS_DAYS`. Command:",
-            f"`python -m bench.junk_paths --paths {args.paths} --lengths {' '.join(map(str, args.lengths))}`.",
+            "from the crawler's previous page), summed per path. Page-view keys: every `{ses}` and `{pv}` key after",
+            "the run (the crawler's session, name and counters, the day's and week's statistics), `next:*` the",
+            f"transition keys among them, the same whatever the paths. A day at the caps: {caps} (each cap plus",
+            "its slack) times the per-member bytes, extrapolated; each day is kept `ACTIVITY_PAGE_STATS_DAYS`.",
+            f"Command: `python -m bench.junk_paths --paths {args.paths} --lengths {' '.join(map(str, args.lengths))}`.",
         ]
     )
     harness.write("junk_paths", {"args": vars(args), "results": found}, table, notes)

@@ -1,9 +1,9 @@
 -- Claim an idempotency record for an attempt, or say what it holds. A new record is claimed; one for
 -- another body is a conflict; one holding an answer gives it back; one whose claim's lease lasts is
--- still running; one whose lease has passed (its owner gave up or died) is claimed again, keeping its
--- writer: a batch that wrote its page views is never written twice (lua/fence.lua).
+-- still running; one whose lease has passed (its owner gave up or died) is claimed again: a slot
+-- an earlier attempt wrote page views in is not written again (lua/fence.lua).
 --
--- KEYS[1]  the record (hash: digest, claim, lease, writer, status, body)
+-- KEYS[1]  the record (hash: digest, claim, lease, status, body)
 -- ARGV[1]  the body's digest
 -- ARGV[2]  the attempt's random token
 -- ARGV[3]  now, epoch seconds

@@ -1,7 +1,7 @@
 -- Keep an attempt's answer in its idempotency record, if the attempt still holds the claim and no
 -- answer is kept yet; the record then lives its full TTL from now.
 --
--- KEYS[1]  the record (hash: digest, claim, lease, writer, status, body)
+-- KEYS[1]  the record (hash: digest, claim, lease, status, body)
 -- ARGV[1]  the attempt's token
 -- ARGV[2]  the answer's status
 -- ARGV[3]  the answer's body

@@ -6,7 +6,7 @@
 -- The linked visitors are a sorted set, visitor id -> when linked, the newest M kept, its TTL renewed.
 -- A user tombstoned at now is left alone.
 --
--- KEYS[1]  tombstones of erased users ({pv}, member -> expiry)
+-- KEYS[1]  tombstones of erased users ({ses}, member -> expiry)
 -- KEYS[2]  the user's session (list)
 -- KEYS[3]  the day's sessions-started counter (string)
 -- KEYS[4]  the user's linked visitors (sorted set)

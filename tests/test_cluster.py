@@ -37,7 +37,7 @@ def nodes_of(client, *names: str) -> set[str]:
 
 
 def test_a_script_or_transaction_spanning_slots_fails_loudly(cluster, redis_client):
-    crossing = [keys.last_seen(0), keys.session("42"), keys.tombstones("ls:0")]  # {ls:0} and {pv}: two slots
+    crossing = [keys.last_seen(0), keys.session("42"), keys.tombstones("ls:0")]  # {ls:0} and {ses}: two slots
     with pytest.raises(RedisClusterException, match="same key slot"):
         last_seen_store.ZADD_UNLESS_SMALLER(redis_client, crossing, ["1", "5", "a"])
     multi = redis_client.pipeline(transaction=True)

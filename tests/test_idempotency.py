@@ -53,18 +53,22 @@ def own_keys(client) -> set[str]:
 
 
 def page_view_state(client) -> dict[str, bytes]:
-    """Every page-view key (the idempotency records included) as DUMP gives it. The caller's own
-    activity, recorded after each answered request, holds no page view."""
-    return {key: client.dump(key) for key in client.scan_iter(match=f"{keys.prefix()}{keys.PV_TAG}*")}
+    """Every page-view key of both tags (the idempotency records and writers included) as DUMP gives
+    it. The caller's own activity, recorded after each answered request, holds no page view."""
+    return {
+        key: client.dump(key)
+        for tag in (keys.SESSIONS_TAG, keys.PV_TAG)
+        for key in client.scan_iter(match=f"{keys.prefix()}{tag}*")
+    }
 
 
-def claim(caller: str, key: str, body: dict, now: float) -> idempotency_store.Fence:
+def claim(caller: str, key: str, body: dict, now: float, token: str = "first-attempt") -> idempotency_store.Fence:
     """An attempt's claim as ``idempotency.once`` makes it, without running anything."""
     held, fence = idempotency_store.begin(
         get_client(),
         idempotency.record_name(caller, key),
         idempotency.digest(body),
-        "first-attempt",
+        token,
         now,
         idempotency.lease_seconds(),
         idempotency.RECORD_TTL,
@@ -173,6 +177,26 @@ class TestLateAttempts:
         late = ingest.record_events([Event(e["user"], e["ts"], e["path"]) for e in body["events"]], fence=fence)
         assert late.sessions_started == 0
         assert (page_views(T0), pages_in_session("u1")) == (2, 2)
+
+    def test_two_attempts_each_first_in_one_slot_count_each_page_view_once(self, redis_client, staff, at):
+        """On a Cluster an attempt's slots are written on their nodes in no common order: here the
+        retry's viewers and page counts reached the {pv} slot first (the writer its scripts set
+        there, planted), then the first attempt ran whole, then the retry. Each slot keeps its first
+        writer's part, so the sessions are the first attempt's, the counts the retry's, each once."""
+        at(T0)
+        body = batch("u1", T0)
+        events = [Event(e["user"], e["ts"], e["path"]) for e in body["events"]]
+        first = claim(f"user:{staff.pk}", "split", body, T0)
+        at(T0 + idempotency.lease_seconds() + 0.1)
+        retry = claim(f"user:{staff.pk}", "split", body, clock.now(), token="retry")
+        redis_client.set(keys.batch_writer("pv", retry.digest), retry.token, ex=retry.ttl)
+        assert ingest.record_events(events, fence=first).sessions_started == 1
+        assert (page_views(T0), pages_in_session("u1")) == (0, 2)  # fenced out of {pv}: no count yet
+        assert ingest.record_events(events, fence=retry).sessions_started == 0  # fenced out of {ses}
+        assert (page_views(T0), pages_in_session("u1"), sessions.started(calendar.day_of(T0))) == (2, 2, 1)
+        writers = {tag: redis_client.get(keys.batch_writer(tag, first.digest)) for tag in ("ses", "pv")}
+        assert writers == {"ses": first.token, "pv": retry.token}
+        assert all(0 < redis_client.ttl(keys.batch_writer(tag, first.digest)) <= first.ttl for tag in writers)
 
 
 def test_a_key_costs_two_round_trips_and_no_key_costs_nothing(redis_client, at):

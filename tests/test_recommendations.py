@@ -73,7 +73,7 @@ def steps_from(redis_client, source: str, day: str | None = None) -> int:
 
 
 def transition_keys(redis_client) -> set[str]:
-    return set(redis_client.scan_iter(match=f"{keys.prefix()}{keys.PV_TAG}:next*", count=1000))
+    return set(redis_client.scan_iter(match=f"{keys.prefix()}{keys.SESSIONS_TAG}:next*", count=1000))
 
 
 # --- transitions ---------------------------------------------------------------------------------

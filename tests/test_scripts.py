@@ -190,8 +190,8 @@ def test_every_key_a_script_touches_is_declared_in_its_keys(redis_client, monkey
     midnight with the steps they split taken back, both caps' trims, first views, a rename, the top
     viewers' trim, a tombstoned user, two days), the by-name read and merge,
     the ranked report's read and rebuild, recommendations computed and cached, next-page picks with
-    their build, the dashboard's top next pages and an erase, MONITORed on the server of the {pv}
-    slot (standalone: the one server, so every script of the run): each key a script's commands
+    their build, the dashboard's top next pages and an erase, MONITORed on the servers of the {ses}
+    and {pv} slots (standalone: the one server, so every script of the run): each key a script's commands
     name is among the KEYS of its EVALSHA, so Redis Cluster routes every script by what it touches."""
     monkeypatch.setattr(sessions_store, "MAX_PATHS_PER_DAY", 2)
     monkeypatch.setattr(sessions_store, "MAX_NEXT_PAGES", 2)
@@ -199,11 +199,12 @@ def test_every_key_a_script_touches_is_declared_in_its_keys(redis_client, monkey
     monkeypatch.setattr(reports, "TOP", 1)
     monkeypatch.setattr(sessions_store, "MAX_TRANSITIONS_PER_DAY", 3)
     monkeypatch.setattr(sessions_store, "TRANSITIONS_PER_DAY_SLACK", 1)
+    tagged = (keys.session("x"), keys.viewer("x"))  # the page views' two slots, {ses} and {pv}
     if is_cluster(redis_client):
-        node = redis_client.get_node_from_key(keys.session("x"))
-        server = redis.Redis(host=node.host, port=node.port)
+        nodes = {redis_client.get_node_from_key(key).name: redis_client.get_node_from_key(key) for key in tagged}
+        servers = [redis.Redis(host=node.host, port=node.port) for node in nodes.values()]
     else:
-        server = redis.Redis.from_url(conf.get("REDIS_URL"))
+        servers = [redis.Redis.from_url(conf.get("REDIS_URL"))]
     # 30 s after midnight: the session script declares yesterday's keys and today's.
     midnight = calendar.midnight(calendar.day_of(clock.now())).timestamp()
     now = midnight + 30
@@ -225,13 +226,14 @@ def test_every_key_a_script_touches_is_declared_in_its_keys(redis_client, monkey
         recommendations.top_next(calendar.day_of(now), ["/p1", "/p9"])
         privacy.erase("u2")
 
-    calls = script_calls([server], work)
+    calls = script_calls(servers, work)
     ran = {sha for sha, _, _ in calls}
     own = ["session_record", "page_counts", "viewer_record", "report_by_name", "recommend"]
     own += ["next_cdf", "next_pick", "next_top", "zero_field"]
     assert {LuaScript(name).sha for name in own} <= ran  # each of them ran here
-    found = undeclared(server, calls)
-    server.close()
+    found = undeclared(servers[0], calls)
+    for server in servers:
+        server.close()
     assert found == set()
     trims = [command[0].upper() for _, _, commands in calls for command in commands]
     assert b"ZREMRANGEBYRANK" in trims and b"ZMSCORE" in trims  # the caps' trims ran too
@@ -256,11 +258,13 @@ def test_every_script_runs_and_touches_only_declared_keys(redis_client, django_c
     now = clock.now()
     day = calendar.day_of(now)
     # What earlier releases left: the sweep merges a legacy first-visit hash and gives a key without
-    # a TTL one; the upgrades move last seen out of the one-set layout and fold a view counter.
+    # a TTL one; the upgrades move last seen out of the one-set layout, fold a view counter and move a
+    # day's sessions started from {pv}.
     redis_client.hset(keys.visitor_seen(3, 7), secrets.token_bytes(16), calendar.day_number(day))
     redis_client.set(f"{keys.prefix()}no-such-family:1", "1")
     redis_client.zadd(keys.unpartitioned_last_seen(), {"earlier": now - 60})
     redis_client.set(keys.former_user_views(calendar.period_name("day", day), "earlier"), 3, ex=60)
+    redis_client.set(f"{keys.prefix()}{keys.PV_TAG}:started:{calendar.day_name(day)}", 2, ex=60)  # before {ses}
 
     def work() -> None:
         with django_capture_on_commit_callbacks(execute=True):
@@ -286,7 +290,7 @@ def test_every_script_runs_and_touches_only_declared_keys(redis_client, django_c
             assert held and flush.flush().flushed
         last_seen.prune()
         assert last_seen.upgrade() == 1
-        assert sessions.upgrade() == 1
+        assert sessions.upgrade() == (1, 1)  # merged into this release's counter: the scratch key too
         assert sweep.sweep().merged == 1
         audience.rollup_day(day)
         reports.page("active-by-name")

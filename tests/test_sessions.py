@@ -60,8 +60,17 @@ def stored(redis_client, user: str) -> list[dict]:
     return [json.loads(item) for item in redis_client.lrange(keys.session(user), 0, -1)]
 
 
+def page_view_keys(redis_client) -> set[str]:
+    """Every key of the page-view tags, the sessions' and the viewers'."""
+    return {
+        key
+        for tag in (keys.SESSIONS_TAG, keys.PV_TAG)
+        for key in redis_client.scan_iter(match=f"{conf.settings.KEY_PREFIX}{tag}*", count=1000)
+    }
+
+
 def assert_every_key_has_a_ttl(redis_client) -> None:
-    for key in redis_client.scan_iter(match=f"{conf.settings.KEY_PREFIX}{keys.PV_TAG}*", count=1000):
+    for key in page_view_keys(redis_client):
         assert redis_client.ttl(key) > 0, key
 
 
@@ -199,7 +208,7 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
     day, week = calendar.period_name("day", today()), calendar.period_name("week", today())
     name = calendar.day_name(today())
     tombstones, user = keys.tombstones("pv"), "x"
-    unfenced = [""]  # lua/fence.lua's argument, with the tombstones' key for its own
+    unfenced = ["", "1"]  # lua/fence.lua's arguments, with the tombstones' key for its own
     viewers = [tombstones, keys.top_viewers(day), keys.top_viewers(week), keys.viewers_by_name(day)]
     viewers += [keys.viewers_by_name(week), keys.viewers_by_name_pending(day), keys.viewers_by_name_pending(week)]
     viewers.append(keys.viewer(user))
@@ -207,7 +216,7 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
         (
             SESSION_RECORD,
             [
-                tombstones,
+                keys.tombstones("ses"),
                 keys.sessions_started(name),
                 keys.transitions(name),
                 keys.transitions_index(name),
@@ -236,7 +245,7 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
         ),
     ]
     return [
-        (script, [tombstones, *script_keys], [*unfenced, *args], message)
+        (script, [script_keys[0], *script_keys], [*unfenced, *args], message)
         for script, script_keys, args, message in calls
     ]
 
@@ -347,8 +356,7 @@ def pv_state(redis_client) -> dict[str, object]:
         "set": redis_client.smembers,
         "string": redis_client.get,
     }
-    found = redis_client.scan_iter(match=f"{conf.settings.KEY_PREFIX}{keys.PV_TAG}*", count=1000)
-    return {key: read[redis_client.type(key)](key) for key in set(found)}
+    return {key: read[redis_client.type(key)](key) for key in page_view_keys(redis_client)}
 
 
 def test_a_batch_goes_in_calls_of_bounded_keys_and_writes_what_one_call_would(redis_client, monkeypatch):
@@ -462,6 +470,56 @@ def test_the_upgrade_folds_an_earlier_releases_names_and_counters_into_the_hashe
     assert not redis_client.exists(keys.former_user_views(day, "a:1"), keys.former_user_views(day, "b"))
     call_command("activity_upgrade")
     assert "folded 0 display names" in capsys.readouterr().out
+
+
+def test_the_upgrade_moves_an_earlier_releases_sessions_and_transitions_into_their_tag(redis_client, capsys, at):
+    """What a release before {ses} kept under {pv}: restored as it was where this release holds
+    nothing yet; merged where it began keys meanwhile (counters add up, a sign-in keeps its later
+    time, this release's session stays), with the longer TTL. A former key met again after its move
+    (a run stopped before deleting it) is deleted, not merged twice."""
+    from django.core.management import call_command
+
+    now = WEDNESDAY + 12 * 3600
+    at(now)
+    day = calendar.day_name(calendar.day_of(now))
+
+    def former(key: str) -> str:
+        return key.replace(keys.SESSIONS_TAG, keys.PV_TAG, 1)
+
+    ingest.record_events([view("b", "/x", now), view("b", "/y", now + 1)])  # this release's: a session, a step
+    redis_client.zadd(keys.linked_visitors("b"), {"v1": now - 10})
+    redis_client.expire(keys.linked_visitors("b"), 100)
+    earlier = {
+        keys.session("a"): lambda key: redis_client.rpush(key, '{"path":"/a","ts":1.0}'),
+        keys.session("b"): lambda key: redis_client.rpush(key, '{"path":"/old","ts":1.0}'),
+        keys.linked_visitors("b"): lambda key: redis_client.zadd(key, {"v1": now - 20, "v2": now - 30}),
+        keys.sessions_started(day): lambda key: redis_client.set(key, 5),
+        keys.transitions(day): lambda key: redis_client.zadd(key, {"/x\0/y": 2, "/a\0/b": 1}),
+    }
+    for key, write in earlier.items():
+        write(former(key))
+        redis_client.expire(former(key), 5000)
+    started_ttl = redis_client.ttl(keys.sessions_started(day))
+    call_command("activity_upgrade", "--step", "2")
+    assert "moved 5 session keys from {pv} into {ses}" in capsys.readouterr().out
+    assert [entry["path"] for entry in stored(redis_client, "a")] == ["/a"]
+    assert [entry["path"] for entry in stored(redis_client, "b")] == ["/x", "/y"]
+    assert redis_client.zrange(keys.linked_visitors("b"), 0, -1, withscores=True) == [
+        ("v2", now - 30),
+        ("v1", now - 10),
+    ]
+    assert sessions.started(calendar.day_of(now)) == 1 + 5
+    assert redis_client.zscore(keys.transitions(day), "/x\0/y") == 1 + 2
+    assert redis_client.zscore(keys.transitions(day), "/a\0/b") == 1
+    assert 4990 <= redis_client.ttl(keys.linked_visitors("b")) <= 5000  # the longer TTL, the former's
+    assert redis_client.ttl(keys.sessions_started(day)) >= started_ttl - 5  # its own, the longer
+    assert 4990 <= redis_client.ttl(keys.session("a")) <= 5000
+    assert not redis_client.exists(*map(former, earlier))
+    redis_client.set(former(keys.sessions_started(day)), 5, ex=5000)  # as if the delete had not run
+    call_command("activity_upgrade")
+    assert "moved 0 session keys" in capsys.readouterr().out
+    assert sessions.started(calendar.day_of(now)) == 6 and not redis_client.exists(former(keys.sessions_started(day)))
+    assert_every_key_has_a_ttl(redis_client)
 
 
 # --- the middleware -------------------------------------------------------------------------------

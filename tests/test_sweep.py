@@ -107,6 +107,9 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "cohort_scratch": (("ab12", "cohort"), GONE),
     "retention_table": (("first_seen:day:7:7:all:20261123",), GONE),
     "idempotency": (("ab12",), GONE),
+    "batch_writer": (("ses", "ab12"), GONE),
+    "session_key_moved": (("next:20261123",), GONE),
+    "session_move_scratch": ((), GONE),
     "now_latest": ((), 361),  # the online window, the future skew and a second
     "now_page": ((), 361),
     "now_people": ((), 361),
@@ -128,6 +131,8 @@ HELPERS = {
     "viewer_pattern",
     "former_viewer_patterns",
     "former_viewer_parts",
+    "former_session_pattern",
+    "moved_session_key",
     "now_ttl",
 }
 
@@ -278,6 +283,8 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
         "{ls:<partition>}:claimed",
         "{grp}:build:<group_id>:<token>",
         "{au}:group-and",  # written and deleted inside one script call
+        "{ses}:moving",  # the same
+        "{ses}:moved:<key>",  # written by the upgrade alone
         "{pv}:report:<report_id>:candidates",  # a SORT's input, deleted in its MULTI (none on a cluster)
         "{au}:scratch:<token>:<name>",  # a retention table's intermediates, deleted by its build
         "{vis:<shard>}:seen:<partition>",  # first visits of releases before generations

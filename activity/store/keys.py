@@ -224,27 +224,31 @@ def group_active_scratch() -> str:
     return f"{prefix()}{{au}}:group-and"
 
 
-# --- navigation sessions and page-view statistics: all tagged {pv} -----------------------------
-# One tag: a page-view script writes users' keys together with the shared per-day keys, and the
-# reports' SORT BY/GET reads per-user keys, which a Cluster allows only in the sorted key's slot.
+# --- navigation sessions and page-view statistics: two tags, {ses} and {pv} ---------------------
+# A page-view script writes users' keys together with the shared per-day keys, so each family of
+# them shares one tag: the sessions with what is counted from them ({ses}: sessions started,
+# transitions, the recommendations read from both), the viewers with the page counts and the
+# reports ({pv}: the reports' SORT BY/GET reads per-user keys, which a Cluster allows only in the
+# sorted key's slot). Two tags, so a Cluster spreads a page view's work over two slots.
 # Page statistics live PAGE_STATS_DAYS (a week's 7 more) from the write that gives them their TTL,
 # and the sweep gives that to one found without (the week's, the longer, to keys of either period).
 
+SESSIONS_TAG = "{ses}"
 PV_TAG = "{pv}"
 
 
-@family("{pv}:session:<user>", "list", fixed(lambda: conf.settings.SESSION_WINDOW))
+@family("{ses}:session:<user>", "list", fixed(lambda: conf.settings.SESSION_WINDOW))
 def session(user: str) -> str:
     """List: the user's current navigation session, sorted by ts, oldest page first, renewed by
     each view it takes."""
-    return f"{prefix()}{PV_TAG}:session:{user}"
+    return f"{prefix()}{SESSIONS_TAG}:session:{user}"
 
 
-@family("{pv}:linked:<user>", "zset", fixed(lambda: VISITOR_LINK_DAYS * 86400))
+@family("{ses}:linked:<user>", "zset", fixed(lambda: VISITOR_LINK_DAYS * 86400))
 def linked_visitors(user: str) -> str:
     """Sorted set: the visitor ids that signed in as the user -> when, the newest
     ``services.signin.MAX_LINKED`` kept, renewed by each sign-in: what an erase and an export find."""
-    return f"{prefix()}{PV_TAG}:linked:{user}"
+    return f"{prefix()}{SESSIONS_TAG}:linked:{user}"
 
 
 @family("{pv}:viewer:<user>", "hash", lifetimes.views_hash())
@@ -270,10 +274,10 @@ def display_aliases(user: str) -> str:
     return f"{prefix()}{PV_TAG}:aliases:{user}"
 
 
-@family("{pv}:started:<day>", "string", lifetimes.page_stats())
+@family("{ses}:started:<day>", "string", lifetimes.page_stats())
 def sessions_started(day: str) -> str:
     """String counter: sessions started on ``day`` (YYYYMMDD, local)."""
-    return f"{prefix()}{PV_TAG}:started:{day}"
+    return f"{prefix()}{SESSIONS_TAG}:started:{day}"
 
 
 @family("{pv}:views:<day>", "string", lifetimes.page_stats())
@@ -291,38 +295,66 @@ def path_views(day: str) -> str:
 # A day's transitions are two sorted sets of the same "page NUL next page" members: one counts each
 # step, the other (scores 0) finds a page's steps by one ZRANGEBYLEX. Two keys a day, not one a page:
 # a script can declare them, and keys do not grow with the paths. Members are capped per page and day.
-@family("{pv}:next:<day>", "zset", lifetimes.page_stats())
+@family("{ses}:next:<day>", "zset", lifetimes.page_stats())
 def transitions(day: str) -> str:
     """Sorted set: "page NUL next page" -> how often one followed the other in a session on ``day``,
     each page's ``sessions.MAX_NEXT_PAGES`` and the day's ``sessions.MAX_TRANSITIONS_PER_DAY`` most frequent kept."""
-    return f"{prefix()}{PV_TAG}:next:{day}"
+    return f"{prefix()}{SESSIONS_TAG}:next:{day}"
 
 
-@family("{pv}:next-index:<day>", "zset", lifetimes.page_stats())
+@family("{ses}:next-index:<day>", "zset", lifetimes.page_stats())
 def transitions_index(day: str) -> str:
     """Sorted set, every score 0: the members of ``transitions(day)``, so a page's steps are one
     ``ZRANGEBYLEX [page NUL (page \\x01``."""
-    return f"{prefix()}{PV_TAG}:next-index:{day}"
+    return f"{prefix()}{SESSIONS_TAG}:next-index:{day}"
 
 
-@family("{pv}:next-cdf:<window>:<path>", "zset", DELETE)
+@family("{ses}:next-cdf:<window>:<path>", "zset", DELETE)
 def transitions_cdf(window: str, path: str) -> str:
     """Sorted set: the pages that followed ``path`` over ``window`` (last day + days), scored by the
     running sum of their counts, for weighted picks by ZRANGEBYSCORE."""
-    return f"{prefix()}{PV_TAG}:next-cdf:{window}:{path}"
+    return f"{prefix()}{SESSIONS_TAG}:next-cdf:{window}:{path}"
 
 
-@family("{pv}:next-total:<window>:<path>", "string", DELETE)
+@family("{ses}:next-total:<window>:<path>", "string", DELETE)
 def transitions_total(window: str, path: str) -> str:
     """String: the sum of the counts in ``transitions_cdf``; it also marks a built copy, even an empty one."""
-    return f"{prefix()}{PV_TAG}:next-total:{window}:{path}"
+    return f"{prefix()}{SESSIONS_TAG}:next-total:{window}:{path}"
 
 
-@family("{pv}:recs:<user>", "string", DELETE)
+@family("{ses}:recs:<user>", "string", DELETE)
 def recommendations(user: str) -> str:
     """String: the user's recommendations as last computed, after the fingerprint of the session
     and window they were computed for."""
-    return f"{prefix()}{PV_TAG}:recs:{user}"
+    return f"{prefix()}{SESSIONS_TAG}:recs:{user}"
+
+
+# What releases before the {ses} tag kept under {pv}, which ``activity_upgrade`` moves into {ses}.
+FORMER_SESSION_KINDS = ("session", "linked", "started", "next", "next-index")
+
+
+def former_session_pattern(kind: str) -> str:
+    """SCAN MATCH pattern of the keys of ``kind`` (one of ``FORMER_SESSION_KINDS``) kept under {pv}."""
+    return match_pattern(f"{prefix()}{PV_TAG}:{kind}:*")
+
+
+def moved_session_key(former: str) -> str:
+    """The {ses} key this release keeps for ``former``, a key ``former_session_pattern`` found."""
+    return f"{prefix()}{SESSIONS_TAG}:" + former.removeprefix(f"{prefix()}{PV_TAG}:")
+
+
+@family("{ses}:moved:<key>", "string", DELETE)
+def session_key_moved(key: str) -> str:
+    """String: marks that the former key of ``key`` (a {ses} key, as ``moved_session_key`` names it)
+    was moved into it, for as long as the former key would have lived."""
+    return f"{prefix()}{SESSIONS_TAG}:moved:" + key.removeprefix(f"{prefix()}{SESSIONS_TAG}:")
+
+
+# Written and deleted inside one call of lua/session_key_move.lua: a sorted set, or a string counter.
+@family("{ses}:moving", "zset", DELETE)
+def session_move_scratch() -> str:
+    """A former key restored for a merge into the key this release keeps."""
+    return f"{prefix()}{SESSIONS_TAG}:moving"
 
 
 # An earlier release's per-user keys, which ``activity_upgrade`` folds into ``viewer``.
@@ -385,13 +417,21 @@ def viewers_by_name_pending(period: str) -> str:
     return f"{prefix()}{PV_TAG}:byname-pending:{period}"
 
 
-# The idempotency record of an ingest call: {pv}, so the page-view scripts of its batch read and stamp
-# it in the same step as their writes (``activity.store.idempotency``). Always written with a TTL.
+# The idempotency record of an ingest call (``activity.store.idempotency``). Always written with a TTL.
 @family("{pv}:idem:<digest>", "hash", DELETE)
 def idempotency(digest: str) -> str:
-    """Hash: the claim, lease, writer and answer of one caller's ``Idempotency-Key`` (or one task id),
+    """Hash: the claim, lease and answer of one caller's ``Idempotency-Key`` (or one task id),
     ``digest`` naming both; kept 24 h."""
     return f"{prefix()}{PV_TAG}:idem:{digest}"
+
+
+# One per slot a fenced batch writes page views in, beside the scripts that read and set it in the
+# same step as their writes (``lua/fence.lua``). Always written with a TTL, the record's.
+@family("{<tag>}:writer:<digest>", "string", DELETE)
+def batch_writer(tag: str, digest: str) -> str:
+    """String: the token of the attempt of record ``digest`` that wrote its page views in the
+    ``{tag}`` slot."""
+    return f"{prefix()}{{{tag}}}:writer:{digest}"
 
 
 # --- cached reports: tagged {pv} too, so SORT's source, patterns and STORE share one slot ------

@@ -22,6 +22,7 @@ SESSION_RECORD = LuaScript("session_record")
 PAGE_COUNTS = LuaScript("page_counts")
 VIEWER_RECORD = LuaScript("viewer_record")
 VIEWER_FOLD = LuaScript("viewer_fold")
+SESSION_KEY_MOVE = LuaScript("session_key_move")
 PAGE = LuaScript("session_page")
 ENTRY_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per view
 # Distinct paths kept per day, and next pages per page and day (the most viewed, or most frequent,
@@ -85,10 +86,11 @@ def queue_record(
     # Sorted by ts (stably: equal ones in batch order), so the script appends where it can; the
     # sessions and transitions it leaves do not depend on the order (tests/test_session_order.py).
     live = sorted((view for view in views if view.ts >= now - window_s), key=lambda view: view.ts)
-    fenced = fence_part(fence)
+    fenced = fence_part(fence, "ses")
     started = Sum(
         _queue_sessions(pipe, fenced, chunk, window_s, max_pages, day_ttl, now) for chunk in chunks(live, PER_CALL)
     )
+    fenced = fence_part(fence, "pv")
     for when in sorted(by_day):
         day_views = by_day[when]
         _queue_page_counts(pipe, fenced, when, day_views, day_ttl, now)
@@ -111,7 +113,7 @@ def _queue_sessions(
     pipe: Pipeline, fenced: Fenced, views: Sequence[PageView], window_s: int, max_pages: int, ttl: int, now: float
 ) -> Reply:
     days = session_days(window_s, now, max(view.ts for view in views))
-    script_keys = [*fenced[0], keys.tombstones("pv")]
+    script_keys = [*fenced[0], keys.tombstones("ses")]
     for when in days:
         name = day_name(when)
         script_keys += [keys.sessions_started(name), keys.transitions(name), keys.transitions_index(name)]
@@ -179,9 +181,14 @@ def page(client: Client, user: str, number: int, size: int) -> SessionPage | Non
 
 
 def day_counts(client: Client, day: date) -> tuple[int, int]:
-    """(sessions started, page views) on ``day``; one round trip."""
-    started, views = client.mget(keys.sessions_started(day_name(day)), keys.page_views(day_name(day)))
-    return int(started or 0), int(views or 0)
+    """(sessions started, page views) on ``day``; one round trip (two slots: one GET each)."""
+    pipe = client.pipeline(transaction=False)
+    pipe.get(keys.sessions_started(day_name(day)))
+    started = pipe.reply()
+    pipe.get(keys.page_views(day_name(day)))
+    views = pipe.reply()
+    pipe.execute()
+    return int(started.value or 0), int(views.value or 0)
 
 
 def top_paths(client: Client, day: date, n: int) -> list[tuple[str, int]]:
@@ -205,3 +212,38 @@ def fold_former_viewers(client: Client, step: int, stats_days: int) -> Iterator[
             if calls:
                 pipe.execute()
                 yield sum(call.value for call in calls)
+
+
+# How a key of an earlier release's {pv} session keys merges into the {ses} key this release began
+# meanwhile (lua/session_key_move.lua).
+MOVE_HOW = {"session": "keep", "linked": "max", "started": "sum", "next": "sum", "next-index": "max"}
+
+
+def move_former_sessions(client: Client, step: int, stats_days: int) -> Iterator[int]:
+    """Move the sessions, linked visitors, sessions started and transitions an earlier release kept
+    under {pv} into {ses}, ``step`` keys a SCAN step; yields how many each step moved. Three round
+    trips a step (read, move, delete: on a Cluster the two tags are on two nodes). Safe to interrupt
+    and to run again: a key is deleted only once moved, and a moved key is never merged twice."""
+    default_ttl_ms = lifetimes.page_stats_ttl(stats_days, weekly=True) * 1000  # for one found without
+    for kind in keys.FORMER_SESSION_KINDS:
+        for found in scan_steps(client, keys.former_session_pattern(kind), step):
+            pipe = client.pipeline(transaction=False)
+            read = []
+            for former in found:
+                pipe.dump(former)
+                payload = pipe.reply()
+                pipe.pttl(former)
+                read.append((former, payload, pipe.reply()))
+            pipe.execute()
+            moving = [(former, payload.value, ttl.value) for former, payload, ttl in read if payload.value]
+            moved = []
+            for former, payload, ttl in moving:
+                kept = keys.moved_session_key(former)
+                script_keys = [kept, keys.session_key_moved(kept), keys.session_move_scratch()]
+                args = [payload, ttl if ttl > 0 else default_ttl_ms, MOVE_HOW[kind]]
+                moved.append(pipe.script(SESSION_KEY_MOVE, script_keys, args))
+            pipe.execute()
+            for former, _, _ in moving:
+                pipe.delete(former)
+            pipe.execute()
+            yield Sum(moved).value

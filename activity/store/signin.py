@@ -1,7 +1,7 @@
 """A visitor who signs in (docs/visitors.md#signing-in): the visitor's current session as a capped
 list (one script call per visitor and batch, queued on the batch's pipeline), and at the sign-in the
 reads and writes that continue the visitor as the user: the pages join the user's session
-(``lua/signin_join.lua``, {pv}), the visitor is linked to the user (``lua/visitor_link.lua``, the
+(``lua/signin_join.lua``, {ses}), the visitor is linked to the user (``lua/visitor_link.lua``, the
 visitor's {vis:N}), and the funnel progress is merged (``store.funnels.merge``)."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def continue_visitor(
     args += [lifetimes.page_stats_ttl(stats_days), int(max_linked), keys.VISITOR_LINK_DAYS * 86400]
     for ts, _, row in pages:
         args += [row, repr(ts)]
-    join_keys = [keys.tombstones("pv"), keys.session(user), keys.sessions_started(day_name(day))]
+    join_keys = [keys.tombstones("ses"), keys.session(user), keys.sessions_started(day_name(day))]
     joined = pipe.script(SIGNIN_JOIN, [*join_keys, keys.linked_visitors(user)], args)
     link_args = [user, keys.VISITOR_LINK_DAYS * 86400, visitor_bytes, calendar.day_number(day), repr(now)]
     link_args.append(max(lifetimes.generation_ttl(lifetimes.generation_of(day), now), 1))

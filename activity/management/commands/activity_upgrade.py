@@ -14,8 +14,10 @@ class Command(BaseCommand):
     help = (
         "Move last seen (and its unflushed changes) kept under an earlier release's one set, or in "
         "partitions no longer a member's, into its partition of ACTIVITY_LAST_SEEN_PARTITIONS. Run it once "
-        "every process runs the new release or the new count; and fold an earlier release's per-user "
-        "display names and view counters into the users' views hashes. Safe to interrupt and to run again."
+        "every process runs the new release or the new count; fold an earlier release's per-user "
+        "display names and view counters into the users' views hashes, and move the sessions, linked visitors, "
+        "sessions started and transitions an earlier release kept under {pv} into {ses}. Safe to interrupt and "
+        "to run again."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -30,10 +32,11 @@ class Command(BaseCommand):
 
         try:
             moved = last_seen.upgrade(step, progress if options["verbosity"] > 1 else None)
-            folded = sessions.upgrade(step)
+            folded, moved_sessions = sessions.upgrade(step)
         except RuntimeError as error:
             raise CommandError(str(error)) from error
         except StoreUnavailable as error:
             raise CommandError(f"Redis cannot serve now ({error}); nothing is lost, run the command again") from error
         self.stdout.write(self.style.SUCCESS(f"moved {moved} last-seen members into this release's partitions"))
         self.stdout.write(self.style.SUCCESS(f"folded {folded} display names and view counters into views hashes"))
+        self.stdout.write(self.style.SUCCESS(f"moved {moved_sessions} session keys from {{pv}} into {{ses}}"))

@@ -293,7 +293,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         cluster_client = get_client()
         cluster_partitions = last_seen.partition_count()  # what the run used, not what it asked for
         before_nodes = per_node_cpu(cluster_client)
-        tags = ["pv", "now", "au", "grp", "uv"] + [f"ls:{n}" for n in range(cluster_partitions)]
+        tags = ["ses", "pv", "now", "au", "grp", "uv"] + [f"ls:{n}" for n in range(cluster_partitions)]
         holds = held_tags(cluster_client, tags + [f"vis:{n}" for n in range(VISITOR_SHARDS)])
     rates = harness.interleaved({"standalone": (push, sizes), "cluster": (on_cluster, sizes)}, rounds)
     with override_settings(**cluster_settings):

@@ -3,7 +3,6 @@ pages. Page views are recorded with the rest of a batch (``services.ingest``).""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import date
 
 from activity import conf
@@ -54,17 +53,10 @@ def top_paths(day: date, n: int = 10) -> list[tuple[str, int]]:
     return store.top_paths(get_client(), day, n)
 
 
-def upgrade(step: int = 1000, progress: Callable[[int], None] | None = None) -> tuple[int, int]:
+def upgrade(step: int = 1000) -> tuple[int, int]:
     """Fold the per-user display names and view counters of a release before the views hashes into
     them, and move the sessions and what is counted from them of a release before the {ses} tag
-    into it, ``step`` keys a step; returns (keys folded, keys moved), ``progress`` told the running
-    total. Concurrent runs and writers are safe (each key folds or moves in one script); a run on
-    this release's layout changes nothing."""
-    client, days, done = get_client(), conf.settings.PAGE_STATS_DAYS, [0, 0]
-    steps = ((0, store.fold_former_viewers(client, step, days)), (1, store.move_former_sessions(client, step, days)))
-    for slot, counts in steps:
-        for count in counts:
-            done[slot] += count
-            if count and progress is not None:
-                progress(sum(done))
-    return done[0], done[1]
+    into it, ``step`` keys a step; returns (keys folded, keys moved). Concurrent runs and writers are
+    safe (each key folds or moves in one script); a run on this release's layout changes nothing."""
+    client, days = get_client(), conf.settings.PAGE_STATS_DAYS
+    return sum(store.fold_former_viewers(client, step, days)), sum(store.move_former_sessions(client, step, days))

@@ -330,11 +330,9 @@ def recommendations(user: str) -> str:
 
 
 # What releases before the {ses} tag kept under {pv}, which ``activity_upgrade`` moves into {ses}.
-FORMER_SESSION_KINDS = ("session", "linked", "started", "next", "next-index")
-
-
 def former_session_pattern(kind: str) -> str:
-    """SCAN MATCH pattern of the keys of ``kind`` (one of ``FORMER_SESSION_KINDS``) kept under {pv}."""
+    """SCAN MATCH pattern of the keys of ``kind`` (``session``, ``linked``, ``started``, ``next``,
+    ``next-index``: the part after the tag) kept under {pv}."""
     return match_pattern(f"{prefix()}{PV_TAG}:{kind}:*")
 
 

@@ -214,8 +214,8 @@ def fold_former_viewers(client: Client, step: int, stats_days: int) -> Iterator[
                 yield sum(call.value for call in calls)
 
 
-# How a key of an earlier release's {pv} session keys merges into the {ses} key this release began
-# meanwhile (lua/session_key_move.lua).
+# The kinds of keys an earlier release kept under {pv} that move to {ses}, and how each merges into
+# the key this release began meanwhile (lua/session_key_move.lua).
 MOVE_HOW = {"session": "keep", "linked": "max", "started": "sum", "next": "sum", "next-index": "max"}
 
 
@@ -225,7 +225,7 @@ def move_former_sessions(client: Client, step: int, stats_days: int) -> Iterator
     trips a step (read, move, delete: on a Cluster the two tags are on two nodes). Safe to interrupt
     and to run again: a key is deleted only once moved, and a moved key is never merged twice."""
     default_ttl_ms = lifetimes.page_stats_ttl(stats_days, weekly=True) * 1000  # for one found without
-    for kind in keys.FORMER_SESSION_KINDS:
+    for kind, how in MOVE_HOW.items():
         for found in scan_steps(client, keys.former_session_pattern(kind), step):
             pipe = client.pipeline(transaction=False)
             read = []
@@ -240,7 +240,7 @@ def move_former_sessions(client: Client, step: int, stats_days: int) -> Iterator
             for former, payload, ttl in moving:
                 kept = keys.moved_session_key(former)
                 script_keys = [kept, keys.session_key_moved(kept), keys.session_move_scratch()]
-                args = [payload, ttl if ttl > 0 else default_ttl_ms, MOVE_HOW[kind]]
+                args = [payload, ttl if ttl > 0 else default_ttl_ms, how]
                 moved.append(pipe.script(SESSION_KEY_MOVE, script_keys, args))
             pipe.execute()
             for former, _, _ in moving:

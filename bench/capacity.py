@@ -295,7 +295,9 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         before_nodes = per_node_cpu(cluster_client)
         tags = ["ses", "pv", "now", "au", "grp", "uv"] + [f"ls:{n}" for n in range(cluster_partitions)]
         holds = held_tags(cluster_client, tags + [f"vis:{n}" for n in range(VISITOR_SHARDS)])
+    before_standalone = cpu_seconds(client)
     rates = harness.interleaved({"standalone": (push, sizes), "cluster": (on_cluster, sizes)}, rounds)
+    standalone_cpu = cpu_seconds(client) - before_standalone
     with override_settings(**cluster_settings):
         node_cpu = {name: cpu - before_nodes[name] for name, cpu in per_node_cpu(cluster_client).items()}
     primaries = sorted(
@@ -303,6 +305,9 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         key=lambda primary: -primary["cpu_seconds"],
     )
     busiest_share = primaries[0]["cpu_seconds"] / sum(node_cpu.values())
+    # Both took the same batches: how many times one server's page views the cluster takes before its
+    # busiest primary's core is full, given client processes and cores enough to push them.
+    ceiling_ratio = standalone_cpu / primaries[0]["cpu_seconds"]
 
     flush_figures = json.loads((harness.COMMITTED / "flush.json").read_text())
     flush_rows = {phase["returning"]: phase["rows_per_s"] for phase in flush_figures["phases"] if phase["rows"] >= 1e6}
@@ -334,6 +339,8 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         "cluster_last_seen_partitions": cluster_partitions,
         "cluster_primaries": primaries,
         "cluster_busiest_node_share": busiest_share,
+        "standalone_cpu_seconds": standalone_cpu,
+        "cluster_ceiling_over_standalone": ceiling_ratio,
         "flush_rows_per_s_per_worker": {"new rows": flush_rows[False], "existing rows": flush_rows[True]},
         "flush_wal_bytes_per_row": wal_per_row,
         "visitor_shards": VISITOR_SHARDS,
@@ -369,7 +376,10 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         "",
         f"Cluster: the busiest primary did {busiest_share:.0%} of the cluster's Redis CPU (each primary: "
         + "; ".join(f"{primary['cpu_seconds']:.2f} s holding {primary['holds']}" for primary in primaries)
-        + "). Flush (bench/results/flush.json): "
+        + f"). The same batches took the standalone server {standalone_cpu:.2f} s of CPU: the cluster's "
+        + f"Redis side takes {ceiling_ratio:.2f}x one server's page views before its busiest primary's core "
+        + "is full (with client processes and cores enough to push them; this machine has two). "
+        + "Flush (bench/results/flush.json): "
         + f"{flush_rows[False]:,.0f} new / {flush_rows[True]:,.0f} existing rows/s per worker. "
         + f"Medians of {rounds} rounds. Command: `python -m bench.capacity --users {users} --rounds {rounds}`.",
     ]

@@ -38,14 +38,19 @@ def pytest_load_initial_conftests(early_config, parser, args):
     url = os.environ.get("TEST_REDIS_URL")
     os.environ.pop("CELERY_BROKER_URL", None)
     os.environ.pop("CELERY_RESULT_BACKEND", None)
+    # Stopped by the config's cleanups, which run after a usage error too (pytest_unconfigure does
+    # not: an unknown option would leave the servers running).
     if early_config.known_args_namespace.redis_cluster:
         _cluster = PrivateCluster().start()
+        early_config.add_cleanup(_cluster.stop)
         _private = PrivateRedis().start()
+        early_config.add_cleanup(_private.stop)
         url = _cluster.url
         os.environ["ACTIVITY_REDIS_CLUSTER"] = "1"
         os.environ["CELERY_BROKER_URL"] = os.environ["CELERY_RESULT_BACKEND"] = _private.url
     elif not url:
         _private = PrivateRedis().start()
+        early_config.add_cleanup(_private.stop)
         url = _private.url
     os.environ["REDIS_URL"] = url
     os.environ["ACTIVITY_KEY_PREFIX"] = f"acttest:{run}:"
@@ -76,12 +81,6 @@ def pytest_collection_modifyitems(config, items):
         reason = next((why for prefix, why in NOT_ON_A_CLUSTER.items() if item.nodeid.startswith(prefix)), None)
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=f"on a Redis Cluster: {reason}"))
-
-
-def pytest_unconfigure(config):
-    for server in (_cluster, _private):
-        if server is not None:
-            server.stop()
 
 
 @pytest.fixture(scope="session")

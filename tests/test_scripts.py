@@ -190,8 +190,8 @@ def test_every_key_a_script_touches_is_declared_in_its_keys(redis_client, monkey
     midnight with the steps they split taken back, both caps' trims, first views, a rename, the top
     viewers' trim, a tombstoned user, two days), the by-name read and merge,
     the ranked report's read and rebuild, recommendations computed and cached, next-page picks with
-    their build, the dashboard's top next pages and an erase, MONITORed on the servers of the {ses}
-    and {pv} slots (standalone: the one server, so every script of the run): each key a script's commands
+    their build, the dashboard's top next pages and an erase, MONITORed on every primary
+    (standalone: the one server), so every script of the run: each key a script's commands
     name is among the KEYS of its EVALSHA, so Redis Cluster routes every script by what it touches."""
     monkeypatch.setattr(sessions_store, "MAX_PATHS_PER_DAY", 2)
     monkeypatch.setattr(sessions_store, "MAX_NEXT_PAGES", 2)
@@ -199,12 +199,7 @@ def test_every_key_a_script_touches_is_declared_in_its_keys(redis_client, monkey
     monkeypatch.setattr(reports, "TOP", 1)
     monkeypatch.setattr(sessions_store, "MAX_TRANSITIONS_PER_DAY", 3)
     monkeypatch.setattr(sessions_store, "TRANSITIONS_PER_DAY_SLACK", 1)
-    tagged = (keys.session("x"), keys.viewer("x"))  # the page views' two slots, {ses} and {pv}
-    if is_cluster(redis_client):
-        nodes = {redis_client.get_node_from_key(key).name: redis_client.get_node_from_key(key) for key in tagged}
-        servers = [redis.Redis(host=node.host, port=node.port) for node in nodes.values()]
-    else:
-        servers = [redis.Redis.from_url(conf.get("REDIS_URL"))]
+    servers = primaries(redis_client)
     # 30 s after midnight: the session script declares yesterday's keys and today's.
     midnight = calendar.midnight(calendar.day_of(clock.now())).timestamp()
     now = midnight + 30

@@ -5,36 +5,28 @@
 --
 -- KEYS[1]  the cumulative set
 -- KEYS[2]  its total (string)
--- KEYS[3..] the window's transition indexes, one per day (lua/session_record.lua; only counted, when
---          there is no copy: the page's steps are ZLEXCOUNT [page NUL (page \1)
--- ARGV[1]  the page
--- ARGV[2..n + 1] the draws, each in [0, 1) (n >= 1)
--- Returns  {-1, the page's steps in the day indexes} when no copy is built (0: nothing to build);
---          else {PTTL of the copy in ms, total, picked page, ...}: n pages, or all when fewer followed.
-if #KEYS < 3 or #ARGV < 2 then
-  return redis.error_reply('next_pick: expected the set, its total and at least one day index, the page and at least 1 draw')
+-- ARGV[1..n] the draws, each in [0, 1) (n >= 1)
+-- Returns  {-1} when no copy is built; else {PTTL of the copy in ms, total, picked page, ...}: n
+--          pages, or all when fewer followed.
+if #KEYS ~= 2 or #ARGV < 1 then
+  return redis.error_reply('next_pick: expected the set and its total, and at least 1 draw')
 end
-for i = 2, #ARGV do
+for i = 1, #ARGV do
   local u = tonumber(ARGV[i])
   if u == nil or u < 0 or u >= 1 then
     return redis.error_reply('next_pick: draws must be numbers in [0, 1)')
   end
 end
 
-local cdf, total_key, page = KEYS[1], KEYS[2], ARGV[1]
+local cdf, total_key = KEYS[1], KEYS[2]
 local total = redis.call('GET', total_key)
 if not total then
-  local steps = 0
-  for day = 3, #KEYS do
-    local index = KEYS[day]
-    steps = steps + redis.call('ZLEXCOUNT', index, '[' .. page .. '\0', '(' .. page .. '\1')
-  end
-  return {-1, steps}
+  return {-1}
 end
 local reply = {redis.call('PTTL', total_key), tonumber(total)}
 local taken = {} -- {start, width} of the intervals drawn, by start
 local left = tonumber(total)
-for i = 2, #ARGV do
+for i = 1, #ARGV do
   if left <= 0 then
     break
   end

@@ -215,28 +215,29 @@ def test_no_live_session_is_200_with_no_results(staff_api, redis_client):
     assert (answer.status_code, answer.data) == (200, {"user": "nobody", "results": []})
 
 
-def test_cached_for_the_session_and_one_round_trip_computed_or_cached(redis_client):
+def test_cached_for_the_session_one_round_trip_cached_three_computed(redis_client):
     seed_around_a_and_b()
     walk("u", "/a", "/b")
-    recommendations.for_user("nobody")  # the script is loaded
+    recommendations.top_next(calendar.day_of(clock.now()), ["/a"])  # the script is loaded
     with probe(redis_client) as first:
         found = recommendations.for_user("u")
     with probe(redis_client) as again:
         assert recommendations.for_user("u", 2) == found[:2]
-    assert (first.client_sends, first.commands["evalsha"]) == (1, 1)
-    assert first.commands["zrangebylex"] > 0  # computed
-    assert (again.client_sends, again.commands["evalsha"], again.commands["zrangebylex"]) == (1, 1, 0)
+    # Computed: the session and the cache; a call a day of the window for both latest pages; the cache.
+    assert (first.client_sends, first.commands["evalsha"]) == (3, recommendations.WINDOW_DAYS)
+    assert first.commands["zrangebylex"] == 2 * recommendations.WINDOW_DAYS
+    assert (again.client_sends, again.commands["evalsha"], again.commands["zrangebylex"]) == (1, 0, 0)
     cache = keys.recommendations("u")
     assert 0 < redis_client.pttl(cache) <= conf.settings.REPORT_TTL * 1000
     walk("u", "/z")
     with probe(redis_client) as moved:
         assert "/z" not in dict(recommendations.for_user("u"))
-    assert moved.client_sends == 1
+    assert moved.client_sends == 3
 
 
 def test_rows_cached_for_one_session_are_never_served_for_the_next(redis_client):
-    """The session is read, scored and cached in one script, so the cache always holds the rows of
-    the session its fingerprint names: a session that moved gets rows computed for it."""
+    """The rows are cached under the fingerprint of the session they were computed from, so a
+    session that moved, even between its read and the cache's write, gets rows computed for it."""
     seed_around_a_and_b()
     walk("u", "/a", "/b")
     before = recommendations.for_user("u")
@@ -247,6 +248,24 @@ def test_rows_cached_for_one_session_are_never_served_for_the_next(redis_client)
     assert moved.commands["zrangebylex"] > 0  # computed again, not read from the cache
     assert "/z" in dict(before) and "/z" not in dict(after)
     assert redis_client.get(keys.recommendations("u")) not in (None, cached)  # cached for the new session
+
+
+def test_a_session_that_moves_while_its_rows_are_computed_is_never_served_them(redis_client, monkeypatch):
+    seed_around_a_and_b()
+    walk("u", "/a", "/b")
+    window_steps = recommendations.store.window_steps
+
+    def moved_meanwhile(*args):
+        found = window_steps(*args)
+        walk("u", "/z")  # a page view between the session's read and the cache's write
+        return found
+
+    monkeypatch.setattr(recommendations.store, "window_steps", moved_meanwhile)
+    assert "/z" in dict(recommendations.for_user("u"))  # the rows of the session as it was read
+    monkeypatch.setattr(recommendations.store, "window_steps", window_steps)
+    with probe(redis_client) as again:
+        assert "/z" not in dict(recommendations.for_user("u"))
+    assert again.commands["zrangebylex"] > 0  # computed for the session that moved, not the cache
 
 
 # --- weighted random picks -----------------------------------------------------------------------

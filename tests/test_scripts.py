@@ -35,7 +35,7 @@ from activity.services import (
 from activity.store import keys
 from activity.store import last_seen as store
 from activity.store import sessions as sessions_store
-from activity.store.client import StandaloneClient, is_cluster
+from activity.store.client import PER_CALL, StandaloneClient, is_cluster
 from activity.store.scripts import LUA_DIR, LuaScript
 from project.redis_server import PrivateRedis
 from tests.last_seen_state import stored
@@ -223,7 +223,7 @@ def test_every_key_a_script_touches_is_declared_in_its_keys(redis_client, monkey
 
     calls = script_calls(servers, work)
     ran = {sha for sha, _, _ in calls}
-    own = ["session_record", "page_counts", "viewer_record", "report_by_name", "recommend"]
+    own = ["session_record", "page_counts", "viewer_record", "report_by_name"]
     own += ["next_cdf", "next_pick", "next_top", "zero_field"]
     assert {LuaScript(name).sha for name in own} <= ran  # each of them ran here
     found = undeclared(servers[0], calls)
@@ -303,3 +303,37 @@ def test_every_script_runs_and_touches_only_declared_keys(redis_client, django_c
     for server in servers:
         server.close()
     assert found == set()
+
+
+# Scripts whose KEYS still grow with the call: a key per user in a call (the sessions, the users'
+# views hashes and former names) or per person (the funnels' states). Every other script names at
+# most MAX_KEYS, whatever the batch or the window.
+KEYS_PER_PERSON = {"session_record", "viewer_record", "funnel_commit"}
+MAX_KEYS = 8
+
+
+@pytest.mark.django_db
+def test_scripts_not_keyed_per_person_name_at_most_eight_keys(redis_client):
+    """A batch of 400 users' two page views each (two calls of the per-user scripts) with 400
+    visitors and a funnel, then recommendations, next-page picks with their build and the dashboard's
+    next pages over the 7-day window: the widest call of each script."""
+    Funnel.objects.create(name="keys", steps=["/p0", "/p1"], window=60, mode="strict")
+    now = clock.now() + 1  # a second on: ``now`` to the millisecond may fall before the funnel's creation
+
+    def work() -> None:
+        users = [f"k{n}" for n in range(2 * PER_CALL)]
+        events = [Event(user, now + step / 1000, f"/p{step}") for user in users for step in (0, 1)]
+        ingest.record_events(events, visitors=[(secrets.token_hex(16), now) for _ in users])
+        recommendations.for_user(users[0])
+        recommendations.next_pages("/p0", 2)
+        recommendations.top_next(calendar.day_of(now), ["/p0", "/p1"])
+
+    servers = primaries(redis_client)
+    calls = script_calls(servers, work)
+    for server in servers:
+        server.close()
+    names, widest = script_names(), {}
+    for sha, declared, _ in calls:
+        widest[names[sha]] = max(widest.get(names[sha], 0), len(declared))
+    assert {"first_visit", "next_cdf", "next_pick", "next_top", "pages_now_record"} <= set(widest)
+    assert {name for name, count in widest.items() if count > MAX_KEYS} == KEYS_PER_PERSON

@@ -45,7 +45,8 @@ def recency_weights(count: int) -> list[float]:
 
 def for_user(user: str, n: int = 5) -> list[tuple[str, float]]:
     """The ``n`` best next pages for the user's live session as (path, score), best first; [] when
-    there is no session or nothing followed its pages. One round trip, cached for this very session."""
+    there is no session or nothing followed its pages. Cached for this very session: one round trip
+    when cached, three when computed."""
     days = window_days(day_of(clock.now()))
     recent_pages = RECENT_PAGES
     request = store.Recommending(

@@ -101,6 +101,22 @@ def test_with_query_strings_kept_steps_keep_them_too(redis_client, monkeypatch):
     assert counted("/search?q=1") == {"/item?id=2": 1}
 
 
+def test_steps_whose_count_never_ran_are_counted_by_later_batches_a_bounded_number_a_call(redis_client):
+    """A batch's steps wait in the day's queue between its session calls and its count; if the count
+    never ran (the connection lost between them), later batches' counts take them, in the order
+    queued, each at most three steps per view of its own batch, until the queue is gone."""
+    queue = keys.transition_steps(today())
+    left = ["+/a\0/b", "+/b\0/a", "+/a\0/c", "-/a\0/c", "+/a\0/d", "+/d\0/b"]  # as session_record.lua queues
+    redis_client.rpush(queue, *left)
+    walk("v", "/x")  # one view, no step of its own: three of the queued counted
+    assert counted("/a") == {"/b": 1, "/c": 1} and counted("/b") == {"/a": 1}
+    walk("w", "/y")
+    assert counted("/a") == {"/b": 1, "/d": 1} and counted("/d") == {"/b": 1}  # /a -> /c taken back
+    assert not redis_client.exists(queue)
+    walk("u", "/a", "/b")
+    assert counted("/a")["/b"] == 2 and not redis_client.exists(queue)  # counted in the same round trip
+
+
 # A counts test, not a latency one: a generous socket timeout for 1,000-view script calls on a loaded
 # machine; the day's path cap and transition cap are lifted so every trim counted is a page's.
 @override_settings(ACTIVITY_REDIS_TIMEOUT=10.0)

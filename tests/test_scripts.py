@@ -335,5 +335,5 @@ def test_scripts_not_keyed_per_person_name_at_most_eight_keys(redis_client):
     names, widest = script_names(), {}
     for sha, declared, _ in calls:
         widest[names[sha]] = max(widest.get(names[sha], 0), len(declared))
-    assert {"first_visit", "next_cdf", "next_pick", "next_top", "pages_now_record"} <= set(widest)
+    assert {"first_visit", "next_cdf", "next_pick", "next_top", "pages_now_record", "transitions_count"} <= set(widest)
     assert {name for name, count in widest.items() if count > MAX_KEYS} == KEYS_PER_PERSON

@@ -22,7 +22,7 @@ from activity.services import ingest, sessions
 from activity.store import keys
 from activity.store import sessions as sessions_store
 from activity.store.scripts import LuaScript
-from activity.store.sessions import PAGE_COUNTS, SESSION_RECORD, VIEWER_RECORD, paths_slack
+from activity.store.sessions import PAGE_COUNTS, SESSION_RECORD, TRANSITIONS_COUNT, VIEWER_RECORD, paths_slack
 from activity.tasks import record_events as record_events_task
 from activity.web import middleware
 from tests.clients import Client
@@ -215,14 +215,8 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
     calls = [
         (
             SESSION_RECORD,
-            [
-                keys.tombstones("ses"),
-                keys.sessions_started(name),
-                keys.transitions(name),
-                keys.transitions_index(name),
-                keys.session(user),
-            ],
-            [1, 60000, 50, 10, 1, 50, 5, 50000, 5000, 1.0, 0, 86400, user, "{}", "/"],  # no ts
+            [keys.tombstones("ses"), keys.sessions_started(name), keys.transition_steps(name), keys.session(user)],
+            [1, 60000, 50, 10, 1, 1.0, 0, 86400, user, "{}", "/"],  # no ts
             "a key and 4 arguments per view",
         ),
         (
@@ -244,14 +238,21 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
             "each user views must be an integer >= 1",
         ),
     ]
-    return [
+    fenced = [
         (script, [script_keys[0], *script_keys], [*unfenced, *args], message)
         for script, script_keys, args, message in calls
+    ]
+    steps = [keys.transition_steps(name), keys.transitions(name), keys.transitions_index(name)]
+    return [
+        *fenced,
+        (TRANSITIONS_COUNT, steps, [10, 50, 5, 50000, 5000], "3 keys per day .at least one. and 6 arguments"),
     ]
 
 
 @pytest.mark.parametrize(
-    "call", range(4), ids=["session_record", "page_counts", "viewer_record", "viewer_record_views"]
+    "call",
+    range(5),
+    ids=["session_record", "page_counts", "viewer_record", "viewer_record_views", "transitions_count"],
 )
 def test_each_page_view_script_checks_its_argument_counts_and_writes_nothing_when_they_are_wrong(redis_client, call):
     script, script_keys, args, message = bad_calls()[call]
@@ -382,8 +383,8 @@ def test_a_batch_goes_in_calls_of_bounded_keys_and_writes_what_one_call_would(re
         script: [len(declared) for sha, declared, _ in calls if sha == script.sha]
         for script in (SESSION_RECORD, VIEWER_RECORD)
     }
-    # Past the fence's record and the tombstones: 3 keys per declared day, or the 6 period keys.
-    assert len(sizes[SESSION_RECORD]) == math.ceil(90 / 8) and max(sizes[SESSION_RECORD]) <= 2 + 3 * 2 + 8
+    # Past the fence's record and the tombstones: 2 keys per declared day, or the 6 period keys.
+    assert len(sizes[SESSION_RECORD]) == math.ceil(90 / 8) and max(sizes[SESSION_RECORD]) <= 2 + 2 * 2 + 8
     assert len(sizes[VIEWER_RECORD]) == math.ceil(len({event.user for event in batch}) / 8)
     assert max(sizes[VIEWER_RECORD]) == 2 + 6 + 2 * 8
     assert pv_state(redis_client) == whole
@@ -558,11 +559,11 @@ def test_a_tracked_page_view_still_costs_one_round_trip(member_client, member, r
     assert last_seen_only.client_sends == with_session.client_sends == 1
     assert last_seen_only.server_reads == with_session.server_reads == 1
     # Inside that one round trip: the last-seen EVALSHA and the group index's HMGET, plus the page
-    # view's five EVALSHAs (session, page counts, viewers, pages now's record and prune; today's
-    # first visit and active-user bit were written by the warm-up requests, and this process
-    # remembers it: ingest.PROCESS_DAY_WRITES).
+    # view's six EVALSHAs (session, the transitions it queued, page counts, viewers, pages now's
+    # record and prune; today's first visit and active-user bit were written by the warm-up
+    # requests, and this process remembers it: ingest.PROCESS_DAY_WRITES).
     assert (last_seen_only.commands["evalsha"], last_seen_only.commands["hmget"]) == (1, 1)
-    assert with_session.commands["evalsha"] == 1 + 5
+    assert with_session.commands["evalsha"] == 1 + 6
     assert with_session.commands["multi"] == with_session.commands["exec"] == 0
     assert len(stored(redis_client, str(member.pk))) == 2
 

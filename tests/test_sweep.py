@@ -79,6 +79,7 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "path_views": (("20261123",), 8 * DAY),
     "transitions": (("20261123",), 8 * DAY),
     "transitions_index": (("20261123",), 8 * DAY),
+    "transition_steps": (("20261123",), 8 * DAY),
     "transitions_cdf": (("20261123+7", "/pricing"), GONE),
     "transitions_total": (("20261123+7", "/pricing"), GONE),
     "recommendations": (("42",), GONE),
@@ -284,6 +285,7 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
         "{grp}:build:<group_id>:<token>",
         "{au}:group-and",  # written and deleted inside one script call
         "{ses}:moving",  # the same
+        "{ses}:steps:<day>",  # between a batch's session calls and its count, in one pipeline
         "{ses}:moved:<key>",  # written by the upgrade alone
         "{pv}:report:<report_id>:candidates",  # a SORT's input, deleted in its MULTI (none on a cluster)
         "{au}:scratch:<token>:<name>",  # a retention table's intermediates, deleted by its build

@@ -309,6 +309,13 @@ def transitions_index(day: str) -> str:
     return f"{prefix()}{SESSIONS_TAG}:next-index:{day}"
 
 
+@family("{ses}:steps:<day>", "list", lifetimes.page_stats())
+def transition_steps(day: str) -> str:
+    """List: the steps of ``day`` a session script queued and ``lua/transitions_count.lua`` has not
+    counted yet ("+page NUL next page" to count, "-..." to take back), counted in the same pipeline."""
+    return f"{prefix()}{SESSIONS_TAG}:steps:{day}"
+
+
 @family("{ses}:next-cdf:<window>:<path>", "zset", DELETE)
 def transitions_cdf(window: str, path: str) -> str:
     """Sorted set: the pages that followed ``path`` over ``window`` (last day + days), scored by the

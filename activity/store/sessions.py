@@ -1,7 +1,8 @@
-"""Navigation sessions and page-view statistics: per batch, the session script and per day of it the
-counts' and the viewers' scripts, the first and the last in calls of at most ``PER_CALL`` views or
-users (the counts' takes no key per view), all queued in the batch's one round trip; a session page
-read by one script (its count, TTL and rows at one moment)."""
+"""Navigation sessions and page-view statistics: per batch, the session script, then the count of the
+page transitions it queued, and per day of the batch the counts' and the viewers' scripts, the
+session's and the viewers' in calls of at most ``PER_CALL`` views or users (the counts' takes no key
+per view), all queued in the batch's one round trip; a session page read by one script (its count,
+TTL and rows at one moment)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from activity.store.idempotency import Fence, fence_part
 from activity.store.scripts import LuaScript, Pipeline
 
 SESSION_RECORD = LuaScript("session_record")
+TRANSITIONS_COUNT = LuaScript("transitions_count")
 PAGE_COUNTS = LuaScript("page_counts")
 VIEWER_RECORD = LuaScript("viewer_record")
 VIEWER_FOLD = LuaScript("viewer_fold")
@@ -36,6 +38,9 @@ CANDIDATES = 1000
 # trimming a tenth (5,000 steps) held one script call past the 5 ms target for any command.
 MAX_TRANSITIONS_PER_DAY = 50_000
 TRANSITIONS_PER_DAY_SLACK = 1_000
+# Steps a view queues at most (a late view: one taken back, two counted): the count after a batch's
+# session calls takes this many per view of them, so the queue drains as fast as it fills.
+STEPS_PER_VIEW = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +73,11 @@ def queue_record(
     now: float,
     fence: Fence | None = None,
 ) -> Sum:
-    """Queue the scripts recording the batch's views on ``pipe``: the sessions' for the batch, then
-    two per day the views fall on, each day's views in batch order; tombstoned users are skipped.
-    Returns the sessions started, once the pipeline has run. With ``fence``, every script writes
-    only if this attempt is the batch's writer (``store.idempotency``).
+    """Queue the scripts recording the batch's views on ``pipe``: the sessions' for the batch (and
+    the transitions' counts), then two per day the views fall on, each day's views in batch order;
+    tombstoned users are skipped. Returns the sessions started, once the pipeline has run. With
+    ``fence``, every script that records a view writes only if this attempt is the batch's writer
+    (``store.idempotency``).
 
     Only views within the session window (``ts`` at or after ``now - window_s``) join sessions; older
     ones count in their day's statistics alone. Per day: counts per day and path, then per user (one
@@ -86,10 +92,16 @@ def queue_record(
     # Sorted by ts (stably: equal ones in batch order), so the script appends where it can; the
     # sessions and transitions it leaves do not depend on the order (tests/test_session_order.py).
     live = sorted((view for view in views if view.ts >= now - window_s), key=lambda view: view.ts)
-    fenced = fence_part(fence, "ses")
-    started = Sum(
-        _queue_sessions(pipe, fenced, chunk, window_s, max_pages, day_ttl, now) for chunk in chunks(live, PER_CALL)
-    )
+    started = Sum()
+    if live:
+        days = session_days(window_s, now, live[-1].ts)
+        fenced = fence_part(fence, "ses")
+        started = Sum(
+            _queue_sessions(pipe, fenced, chunk, days, window_s, max_pages, day_ttl, now)
+            for chunk in chunks(live, PER_CALL)
+        )
+        if conf.settings.TRANSITIONS:
+            _queue_transitions(pipe, days, STEPS_PER_VIEW * len(live), day_ttl)
     fenced = fence_part(fence, "pv")
     for when in sorted(by_day):
         day_views = by_day[when]
@@ -110,23 +122,36 @@ Fenced = tuple[list[str], list[str]]  # what lua/fence.lua takes before a script
 
 
 def _queue_sessions(
-    pipe: Pipeline, fenced: Fenced, views: Sequence[PageView], window_s: int, max_pages: int, ttl: int, now: float
+    pipe: Pipeline,
+    fenced: Fenced,
+    views: Sequence[PageView],
+    days: Sequence[date],
+    window_s: int,
+    max_pages: int,
+    ttl: int,
+    now: float,
 ) -> Reply:
-    days = session_days(window_s, now, max(view.ts for view in views))
     script_keys = [*fenced[0], keys.tombstones("ses")]
-    for when in days:
-        name = day_name(when)
-        script_keys += [keys.sessions_started(name), keys.transitions(name), keys.transitions_index(name)]
+    for name in map(day_name, days):
+        script_keys += [keys.sessions_started(name), keys.transition_steps(name)]
     args: list[str | int] = [*fenced[1], len(days), int(window_s * 1000), int(max_pages), ttl]
-    args.append(int(conf.settings.TRANSITIONS))
-    args += [MAX_NEXT_PAGES, paths_slack(MAX_NEXT_PAGES), MAX_TRANSITIONS_PER_DAY, TRANSITIONS_PER_DAY_SLACK]
-    args.append(repr(now))
+    args += [int(conf.settings.TRANSITIONS), repr(now)]
     args += [int(midnight(when).timestamp()) for when in days]
     args.append(int(midnight(days[-1] + timedelta(days=1)).timestamp()))
     for view in views:
         script_keys.append(keys.session(view.user))
         args += [view.user, ENTRY_JSON.encode({"path": view.path, "ts": view.ts}), view.path, repr(view.ts)]
     return pipe.script(SESSION_RECORD, script_keys, args)
+
+
+def _queue_transitions(pipe: Pipeline, days: Sequence[date], bound: int, ttl: int) -> None:
+    """Queue the count of the steps the session calls queued on ``days``, at most ``bound`` a day.
+    Not fenced: it counts what a session call queued, whichever attempt queued it."""
+    script_keys = []
+    for name in map(day_name, days):
+        script_keys += [keys.transition_steps(name), keys.transitions(name), keys.transitions_index(name)]
+    caps = [MAX_NEXT_PAGES, paths_slack(MAX_NEXT_PAGES), MAX_TRANSITIONS_PER_DAY, TRANSITIONS_PER_DAY_SLACK]
+    pipe.script(TRANSITIONS_COUNT, script_keys, [ttl, *caps, bound])
 
 
 def _queue_page_counts(

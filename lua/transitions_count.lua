@@ -1,18 +1,20 @@
--- Count the page transitions lua/session_record.lua queued on each declared day, in the order they
--- were queued: "+A NUL B" counts A -> B in the day's two sets, "-A NUL B" takes one count back (at 0
+-- Count the page transitions lua/session_record.lua queued on one day, in the order they were
+-- queued: "+A NUL B" counts A -> B in the day's two sets, "-A NUL B" takes one count back (at 0
 -- the step leaves both; one not found, trimmed or never counted, is left alone: never created,
 -- never negative). Past each cap plus its slack the least frequent are trimmed (amortized O(log N) a
--- step). At most a bound of steps a day per call, so a call's work is bounded whatever was queued;
--- what is left waits for the next call. Not fenced: it counts what a session script queued, once.
+-- step). At most a bound of steps per call, so a call's work is bounded whatever was queued; what
+-- is left waits for the next call. Not fenced: it counts what a session script queued, once.
 --
--- KEYS[1 .. 3 D] 3 per day: the steps queued (list), transitions, transition index
+-- KEYS[1]  the day's steps queued (list)
+-- KEYS[2]  the day's transitions
+-- KEYS[3]  the day's transition index
 -- ARGV[1]  TTL of the day's sets, seconds (>= 1)
 -- ARGV[2]  next pages kept per page (>= 1), ARGV[3] the slack of that cap (>= 0)
 -- ARGV[4]  steps kept per day (>= 1), ARGV[5] the slack of that cap (>= 0)
--- ARGV[6]  steps counted a day at most (>= 1)
+-- ARGV[6]  steps counted at most (>= 1)
 -- Returns  the number of queued steps taken.
-if #KEYS < 3 or #KEYS % 3 ~= 0 or #ARGV ~= 6 then
-  return redis.error_reply('transitions_count: expected 3 keys per day (at least one) and 6 arguments')
+if #KEYS ~= 3 or #ARGV ~= 6 then
+  return redis.error_reply('transitions_count: expected 3 keys and 6 arguments')
 end
 local ttl, max_next, next_slack = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local max_steps, steps_slack, bound = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -106,19 +108,15 @@ end
 local caps = {
   ttl = ttl, max_next = max_next, next_slack = next_slack, max_steps = max_steps, steps_slack = steps_slack,
 }
-local taken = 0
-for d = 1, #KEYS, 3 do
-  local counts, index = KEYS[d + 1], KEYS[d + 2]
-  local queued = redis.call('LPOP', KEYS[d], ARGV[6])
-  for _, item in ipairs(queued or {}) do
-    local step = string.sub(item, 2)
-    local cut = string.find(step, '\0', 1, true)
-    if cut and string.sub(item, 1, 1) == '+' then
-      count(counts, index, step, string.sub(step, 1, cut - 1), caps)
-    elseif cut then
-      take_back(counts, index, step)
-    end
+local counts, index = KEYS[2], KEYS[3]
+local queued = redis.call('LPOP', KEYS[1], ARGV[6]) or {}
+for _, item in ipairs(queued) do
+  local step = string.sub(item, 2)
+  local cut = string.find(step, '\0', 1, true)
+  if cut and string.sub(item, 1, 1) == '+' then
+    count(counts, index, step, string.sub(step, 1, cut - 1), caps)
+  elseif cut then
+    take_back(counts, index, step)
   end
-  taken = taken + #(queued or {})
 end
-return taken
+return #queued

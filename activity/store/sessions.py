@@ -1,8 +1,8 @@
-"""Navigation sessions and page-view statistics: per batch, the session script, then the count of the
-page transitions it queued, and per day of the batch the counts' and the viewers' scripts, the
-session's and the viewers' in calls of at most ``PER_CALL`` views or users (the counts' takes no key
-per view), all queued in the batch's one round trip; a session page read by one script (its count,
-TTL and rows at one moment)."""
+"""Navigation sessions and page-view statistics: per batch, the session script, then per day it
+declares the count of the page transitions it queued there, and per day of the batch the counts' and
+the viewers' scripts; the session's and the viewers' in calls of at most ``PER_CALL`` views or users
+(the counts' takes no key per view), all queued in the batch's one round trip; a session page read by
+one script (its count, TTL and rows at one moment)."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ CANDIDATES = 1000
 # trimming a tenth (5,000 steps) held one script call past the 5 ms target for any command.
 MAX_TRANSITIONS_PER_DAY = 50_000
 TRANSITIONS_PER_DAY_SLACK = 1_000
-# Steps a view queues at most (a late view: one taken back, two counted): the count after a batch's
-# session calls takes this many per view of them, so the queue drains as fast as it fills.
+# Steps a view queues at most (a late view: one taken back, two counted): each day's count after a
+# batch's session calls takes this many per view of them, so a queue drains as fast as it fills.
 STEPS_PER_VIEW = 3
 
 
@@ -101,7 +101,8 @@ def queue_record(
             for chunk in chunks(live, PER_CALL)
         )
         if conf.settings.TRANSITIONS:
-            _queue_transitions(pipe, days, STEPS_PER_VIEW * len(live), day_ttl)
+            for when in days:
+                _queue_transitions(pipe, when, STEPS_PER_VIEW * len(live), day_ttl)
     fenced = fence_part(fence, "pv")
     for when in sorted(by_day):
         day_views = by_day[when]
@@ -144,12 +145,11 @@ def _queue_sessions(
     return pipe.script(SESSION_RECORD, script_keys, args)
 
 
-def _queue_transitions(pipe: Pipeline, days: Sequence[date], bound: int, ttl: int) -> None:
-    """Queue the count of the steps the session calls queued on ``days``, at most ``bound`` a day.
+def _queue_transitions(pipe: Pipeline, when: date, bound: int, ttl: int) -> None:
+    """Queue the count of the steps the session calls queued on day ``when``, at most ``bound``.
     Not fenced: it counts what a session call queued, whichever attempt queued it."""
-    script_keys = []
-    for name in map(day_name, days):
-        script_keys += [keys.transition_steps(name), keys.transitions(name), keys.transitions_index(name)]
+    name = day_name(when)
+    script_keys = [keys.transition_steps(name), keys.transitions(name), keys.transitions_index(name)]
     caps = [MAX_NEXT_PAGES, paths_slack(MAX_NEXT_PAGES), MAX_TRANSITIONS_PER_DAY, TRANSITIONS_PER_DAY_SLACK]
     pipe.script(TRANSITIONS_COUNT, script_keys, [ttl, *caps, bound])
 

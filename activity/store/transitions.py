@@ -47,6 +47,12 @@ def _day_keys(day_name: str) -> list[str]:
     return [keys.transitions(day_name), keys.transitions_index(day_name)]
 
 
+def _copy_keys(window: str, path: str) -> list[str]:
+    """The cumulative copy of ``path``'s next pages over ``window`` and its total, as
+    lua/next_cdf.lua and lua/next_pick.lua take them."""
+    return [keys.transitions_cdf(window, path), keys.transitions_total(window, path)]
+
+
 def _rows(reply: list[list[Any]]) -> list[list[tuple[str, int]]]:
     """lua/next_top.lua's reply: per page, its (next page, count) rows."""
     return [[(page, int(count)) for page, count in zip(rows[0::2], rows[1::2], strict=True)] for rows in reply]
@@ -133,15 +139,14 @@ def build_cdf(client: Client, window: str, day_names: Sequence[str], path: str, 
     args: list[str | int] = [keep_ms]
     for page, count in window_steps(client, day_names, [path])[0].items():
         args += [count, page]
-    return NEXT_CDF(client, [keys.transitions_cdf(window, path), keys.transitions_total(window, path)], args)
+    return NEXT_CDF(client, _copy_keys(window, path), args)
 
 
 def pick(client: Client, window: str, day_names: Sequence[str], path: str, draws: Sequence[float]) -> Picks | None:
     """Distinct pages drawn from the copy, one per draw in [0, 1) while pages remain. None: no copy
     but something to build; an empty ``Picks`` (total 0): nothing followed ``path``. One round trip
     when the copy is built; else a second reads the window's days."""
-    cdf_keys = [keys.transitions_cdf(window, path), keys.transitions_total(window, path)]
-    reply = NEXT_PICK(client, cdf_keys, [repr(draw) for draw in draws])
+    reply = NEXT_PICK(client, _copy_keys(window, path), [repr(draw) for draw in draws])
     if reply[0] != NO_COPY:
         return Picks(pttl_ms=reply[0], total=reply[1], paths=reply[2:])
     return None if window_steps(client, day_names, [path])[0] else Picks(pttl_ms=-1, total=0, paths=[])

@@ -2,7 +2,7 @@
 -- path of the batch, whatever its views), keeping the cap most viewed (past cap + slack, one
 -- ZREMRANGEBYRANK trims back: amortized O(log N) a path). Keys get their TTL when made. Users
 -- tombstoned at now are skipped.
--- Fenced: lua/fence.lua runs first and takes its key and arguments; KEYS and ARGV below are
+-- Prelude: lua/fence.lua, run first: it takes its key and arguments; KEYS and ARGV below are
 -- what it leaves.
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)

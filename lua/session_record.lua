@@ -10,7 +10,7 @@
 -- RPUSH's reply decides the count. Users tombstoned at now are skipped; a key gets its TTL when
 -- made. The caller passes only views within the session window, and declares every day they and the
 -- entries after them can fall on.
--- Fenced: lua/fence.lua runs first and takes its key and arguments; KEYS and ARGV below are
+-- Prelude: lua/fence.lua, run first: it takes its key and arguments; KEYS and ARGV below are
 -- what it leaves.
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)

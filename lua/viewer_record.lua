@@ -17,7 +17,7 @@
 -- the set and the call's users: what adding them one by one against a rising bar would have kept.
 -- The entries and the counts go in one SADD and one ZADD per period once every user is counted. Users
 -- tombstoned at now are skipped.
--- Fenced: lua/fence.lua runs first and takes its key and arguments; KEYS and ARGV below are
+-- Prelude: lua/fence.lua, run first: it takes its key and arguments; KEYS and ARGV below are
 -- what it leaves.
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)

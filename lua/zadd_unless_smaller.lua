@@ -11,19 +11,12 @@
 -- A ZADD GT CH per member moves it forward only and answers whether it moved, so no stored score is
 -- read back (a ZMSCORE's scores, formatted into its reply and parsed again in Lua, cost more than
 -- these commands). Every score is checked before anything is written, so a bad one changes nothing.
+-- Prelude: lua/decimal.lua (is_decimal).
 if #KEYS ~= 3 then
   return redis.error_reply('zadd_unless_smaller: expected 3 keys, got ' .. #KEYS)
 end
 if #ARGV < 1 or (#ARGV - 1) % 2 ~= 0 or tonumber(ARGV[1]) == nil then
   return redis.error_reply('zadd_unless_smaller: expected now followed by score, member pairs')
-end
-
--- Whether ``text`` is a decimal as Python's repr writes an epoch time (digits, an optional point and
--- fraction, an exponent of at most two digits): one Redis parses, so no ZADD below fails after
--- another has written.
-local function is_decimal(text)
-  return #text <= 32
-    and (string.find(text, '^%-?%d+%.?%d*$') or string.find(text, '^%-?%d+%.?%d*e[-+]%d%d?$')) ~= nil
 end
 
 for i = 2, #ARGV, 2 do

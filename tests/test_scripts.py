@@ -96,8 +96,10 @@ def test_scripts_survive_a_server_restart():
 
 # --- every key a script touches is declared in its KEYS --------------------------------------------
 
-# Every script the service loads: fence.lua runs only joined before a fenced one (store.scripts).
-SCRIPTS = sorted(path.stem for path in LUA_DIR.glob("*.lua") if path.stem != "fence")
+# Every script the service loads: a prelude (fence.lua, decimal.lua) runs only joined before a
+# script that names it (store.scripts).
+PRELUDES = {prelude for path in LUA_DIR.glob("*.lua") for prelude in LuaScript(path.stem).preludes}
+SCRIPTS = sorted(path.stem for path in LUA_DIR.glob("*.lua") if path.stem not in PRELUDES)
 MONITOR_ARGUMENT = re.compile(rb'"((?:[^"\\]|\\.)*)"')
 
 
@@ -168,8 +170,8 @@ def primaries(client) -> list[redis.Redis]:
 
 
 def script_names() -> dict[str, str]:
-    """The name of each script of ``lua/`` by the SHA it runs under: a fenced one's is the SHA of
-    ``fence.lua`` joined with it (``LuaScript.sha``), the one SHA it is ever called by."""
+    """The name of each script of ``lua/`` by the SHA it runs under: one with a prelude's is the SHA
+    of the prelude joined with it (``LuaScript.sha``), the one SHA it is ever called by."""
     return {script.sha: script.name for script in map(LuaScript, SCRIPTS)}
 
 

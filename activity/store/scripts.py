@@ -1,11 +1,12 @@
 """Loads ``lua/*.lua`` (in a wheel, ``activity/lua``) and runs the scripts by SHA. A plain call goes
 through redis-py's ``Script``, which reloads on NOSCRIPT; in a pipeline that ``Script`` would add a
 SCRIPT EXISTS round trip, so the service's pipelines queue a bare EVALSHA (``store.client``). A script
-whose header has the ``FENCED`` line is sent joined after ``lua/fence.lua``, one script for Redis
-(``store.idempotency``)."""
+whose header names a prelude (``-- Prelude: lua/fence.lua``, the fence of ``store.idempotency``) is
+sent joined after it, one script for Redis: what two scripts share is written once."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from importlib.resources import files
 from pathlib import Path
@@ -19,7 +20,7 @@ __all__ = ["LUA_DIR", "LuaScript", "Pipeline"]
 
 _PACKAGED = files("activity") / "lua"
 LUA_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[2] / "lua"
-FENCED = b"\n-- Fenced: lua/fence.lua runs first"
+PRELUDE = re.compile(rb"^-- Prelude: lua/(\w+)\.lua", re.MULTILINE)
 
 
 class LuaScript:
@@ -28,9 +29,9 @@ class LuaScript:
     def __init__(self, name: str) -> None:
         self.name = name
         source = LUA_DIR.joinpath(f"{name}.lua").read_bytes()
-        if FENCED in source:
-            source = LUA_DIR.joinpath("fence.lua").read_bytes() + source
-        self._script = Script(None, source)
+        self.preludes = [found.decode() for found in PRELUDE.findall(source)]
+        joined = [LUA_DIR.joinpath(f"{prelude}.lua").read_bytes() for prelude in self.preludes]
+        self._script = Script(None, b"".join([*joined, source]))
 
     @property
     def source(self) -> bytes:

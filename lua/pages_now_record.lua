@@ -10,8 +10,10 @@
 --          and ties by path)
 -- ARGV[1]  now, epoch seconds
 -- ARGV[2]  TTL of KEYS[2..4], seconds (>= 1): once no view came for that long, everyone is offline
--- ARGV[3..] 3 per view: person, ts, path (at most a few thousand people a call: unpack's limit)
+-- ARGV[3..] 3 per view: person, ts (a decimal as Python's repr writes it), path (at most a few
+--          thousand people a call: unpack's limit)
 -- Returns  the number of views that became their person's latest.
+-- Prelude: lua/decimal.lua (is_decimal).
 if #KEYS ~= 4 or #ARGV < 2 or (#ARGV - 2) % 3 ~= 0 then
   return redis.error_reply('pages_now_record: expected 4 keys and 2 arguments, then 3 arguments per view')
 end
@@ -19,54 +21,39 @@ local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 if now == nil or ttl == nil or ttl < 1 then
   return redis.error_reply('pages_now_record: now must be a number and the TTL >= 1')
 end
-
-local tombstones, latest, page, people = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
--- Every command is variadic over the call's people (one per path for the counts): a command from
--- Lua costs more than its work here, so a view costs a share of a few calls, not calls of its own.
-local persons, seen, view_ts = {}, {}, {}
-for a = 3, #ARGV, 3 do
-  view_ts[a] = tonumber(ARGV[a + 1])
-  if view_ts[a] == nil then
+-- Every time is checked before the first write, so a bad one changes nothing.
+for a = 4, #ARGV, 3 do
+  if not is_decimal(ARGV[a]) then
     return redis.error_reply('pages_now_record: each view ts must be a number')
   end
-  if not seen[ARGV[a]] then
-    seen[ARGV[a]] = true
-    persons[#persons + 1] = ARGV[a]
-  end
 end
-if #persons == 0 then
-  return 0
-end
-local erased = redis.call('EXISTS', tombstones) == 1 and redis.call('ZMSCORE', tombstones, unpack(persons)) or {}
-local stored = redis.call('ZMSCORE', latest, unpack(persons))
--- best[person]: the latest ts so far (stored, or of this call's views, in arrival order: of two
--- views at the same ts the first stays); text and path: the view that set it.
-local best, text, path_of = {}, {}, {}
-for n, person in ipairs(persons) do
-  best[person] = (erased[n] and tonumber(erased[n]) > now) and math.huge or tonumber(stored[n]) or -math.huge
-end
-local moved = 0
+
+local tombstones, latest, page, people = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- A ZADD GT CH per view moves its person's time forward only and answers whether it moved (so, of
+-- two views at the same ts, the first stays), with no stored time read back: a ZMSCORE's times,
+-- formatted into its reply and parsed again in Lua, cost more than these commands (as in
+-- lua/zadd_unless_smaller.lua). The pages and the counts move once per call: one HMGET, one HSET
+-- and a ZINCRBY per page whose people changed.
+-- The first write is a ZADD, which Redis refuses over maxmemory: once a script has written, Redis
+-- lets in the rest. The tombstones are looked up only while the set exists.
+local erasures = redis.call('EXISTS', tombstones) == 1
+-- path_of[person]: the page of the view that moved them last, their latest; movers in first-move order.
+local moved, movers, path_of = 0, {}, {}
 for a = 3, #ARGV, 3 do
-  local person, ts = ARGV[a], view_ts[a]
-  if ts > best[person] then
-    best[person], text[person], path_of[person] = ts, ARGV[a + 1], ARGV[a + 2]
+  local person = ARGV[a]
+  local expiry = erasures and redis.call('ZSCORE', tombstones, person)
+  if not (expiry and tonumber(expiry) > now)
+      and redis.call('ZADD', latest, 'GT', 'CH', ARGV[a + 1], person) == 1 then
+    if path_of[person] == nil then
+      movers[#movers + 1] = person
+    end
+    path_of[person] = ARGV[a + 2]
     moved = moved + 1
   end
 end
 if moved == 0 then
   return 0
 end
-local movers, times = {}, {}
-for _, person in ipairs(persons) do
-  if text[person] then
-    movers[#movers + 1] = person
-    times[#times + 1] = text[person]
-    times[#times + 1] = person
-  end
-end
--- The first write is ZADD, which Redis refuses over maxmemory: once a script has written, Redis lets
--- in the rest.
-redis.call('ZADD', latest, unpack(times))
 local before = redis.call('HMGET', page, unpack(movers))
 -- Add ``delta`` to a page's change in minus its people. The function takes what it uses as
 -- arguments: one naming a local of the script makes Lua allocate an upvalue at every call.

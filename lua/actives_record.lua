@@ -5,6 +5,7 @@
 -- members, signups, a backfill). Ids are never reused, so an erased person's old bit never counts
 -- for someone else. A person erased and still tombstoned at now (docs/privacy.md) is skipped and
 -- gets no id.
+-- Prelude: lua/tombstones.lua (tombstoned).
 --
 -- KEYS[1]  tombstones of erased people (member: digest -> expiry)
 -- KEYS[2]  the dense id map (hash: digest -> dense id)
@@ -33,9 +34,8 @@ local erasures = redis.call('EXISTS', tombstones) == 1
 local ids, recorded = {}, 0
 for i = 2 + b, #ARGV do
   local digest = ARGV[i]
-  local expiry = erasures and redis.call('ZSCORE', tombstones, digest)
   local id = 0
-  if not (expiry and tonumber(expiry) > now) then
+  if not (erasures and tombstoned(tombstones, digest, now)) then
     local bit = redis.call('HGET', map, digest)
     if bit then
       id = tonumber(bit)

@@ -2,6 +2,7 @@
 -- step. An id lives in the shard's hash of the generation of its latest visit: one found in an older
 -- generation's hash is moved, with its first-visit day, into the current one, and is not new. A
 -- visitor id tombstoned at now (an erased user's, docs/privacy.md) is skipped: not stored again.
+-- Prelude: lua/tombstones.lua (tombstoned).
 --
 -- KEYS[1]  the day's new-visitor counter of this shard (string, INCR)
 -- KEYS[2]  this shard's tombstones of erased users' visitor ids (member -> expiry)
@@ -32,8 +33,7 @@ end
 local new, added = 0, false
 for i = 5, #ARGV do
   local visitor = ARGV[i]
-  local expiry = erasures and redis.call('ZSCORE', tombstones, visitor)
-  if not (expiry and tonumber(expiry) > now) and redis.call('HSETNX', current, visitor, ARGV[1]) == 1 then
+  if not (erasures and tombstoned(tombstones, visitor, now)) and redis.call('HSETNX', current, visitor, ARGV[1]) == 1 then
     added = true
     local first = false
     for _, key in ipairs(older) do

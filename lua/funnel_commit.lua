@@ -4,6 +4,7 @@
 -- whose state changed since it was read (another process recorded a view of theirs) is left as it
 -- is, counts and all, and returned so the caller reads and advances it again; one tombstoned at now
 -- is skipped. The counts of the people written are summed first, one HINCRBY per field.
+-- Prelude: lua/tombstones.lua (tombstoned).
 --
 -- KEYS[1]  tombstones of erased people (sorted set: person -> expiry)
 -- KEYS[2 .. 1+P]  each person's state (string)
@@ -29,8 +30,7 @@ end
 -- Every check first, then the writes: a bad argument leaves everything as it was.
 for p = 1, P do
   local at = people_at + 4 * (p - 1)
-  local expiry = erasures and redis.call('ZSCORE', KEYS[1], ARGV[at])
-  if not (expiry and tonumber(expiry) > now) then
+  if not (erasures and tombstoned(KEYS[1], ARGV[at], now)) then
     if (states[p] or '') ~= ARGV[at + 1] then
       changed[#changed + 1] = p
     else

@@ -2,6 +2,7 @@
 -- sign-in's merge of a visitor's progress into the user's (docs/funnels.md#signing-in): a view
 -- recorded for the person in between makes the caller read and merge again. A person tombstoned at
 -- now is left alone.
+-- Prelude: lua/tombstones.lua (tombstoned).
 --
 -- KEYS[1]  the person's state (string)
 -- KEYS[2]  the partition's tombstones (member -> expiry)
@@ -16,11 +17,8 @@ local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[5])
 if now == nil or ttl == nil or ttl < 1 then
   return redis.error_reply('funnel_replace: now must be a number and the TTL >= 1')
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  local expiry = redis.call('ZSCORE', KEYS[2], ARGV[1])
-  if expiry and tonumber(expiry) > now then
-    return -1
-  end
+if tombstoned(KEYS[2], ARGV[1], now) then
+  return -1
 end
 local found = redis.call('GET', KEYS[1]) or ''
 if found ~= ARGV[3] then

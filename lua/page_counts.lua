@@ -4,6 +4,7 @@
 -- tombstoned at now are skipped.
 -- Prelude: lua/fence.lua, run first: it takes its key and arguments; KEYS and ARGV below are
 -- what it leaves.
+-- Prelude: lua/tombstones.lua (tombstoned).
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
 -- KEYS[2]  page views that day (string counter)
@@ -28,8 +29,7 @@ local erasures = redis.call('EXISTS', tombstones) == 1
 local counted, per_path, order = 0, {}, {}
 for a = 5, #ARGV, 2 do
   local user, path = ARGV[a], ARGV[a + 1]
-  local expiry = erasures and redis.call('ZSCORE', tombstones, user)
-  if not (expiry and tonumber(expiry) > now) then
+  if not (erasures and tombstoned(tombstones, user, now)) then
     counted = counted + 1
     if per_path[path] == nil then
       per_path[path] = 0

@@ -14,6 +14,7 @@
 --          thousand people a call: unpack's limit)
 -- Returns  the number of views that became their person's latest.
 -- Prelude: lua/decimal.lua (is_decimal).
+-- Prelude: lua/tombstones.lua (tombstoned).
 if #KEYS ~= 4 or #ARGV < 2 or (#ARGV - 2) % 3 ~= 0 then
   return redis.error_reply('pages_now_record: expected 4 keys and 2 arguments, then 3 arguments per view')
 end
@@ -41,8 +42,7 @@ local erasures = redis.call('EXISTS', tombstones) == 1
 local moved, movers, path_of = 0, {}, {}
 for a = 3, #ARGV, 3 do
   local person = ARGV[a]
-  local expiry = erasures and redis.call('ZSCORE', tombstones, person)
-  if not (expiry and tonumber(expiry) > now)
+  if not (erasures and tombstoned(tombstones, person, now))
       and redis.call('ZADD', latest, 'GT', 'CH', ARGV[a + 1], person) == 1 then
     if path_of[person] == nil then
       movers[#movers + 1] = person

@@ -12,6 +12,7 @@
 -- entries after them can fall on.
 -- Prelude: lua/fence.lua, run first: it takes its key and arguments; KEYS and ARGV below are
 -- what it leaves.
+-- Prelude: lua/tombstones.lua (tombstoned).
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
 -- KEYS[2 .. 1 + 2 D] 2 per day, oldest first: sessions started, the steps queued for counting (list)
@@ -107,8 +108,7 @@ for i = 1, views do
   local session, a = KEYS[1 + 2 * days + i], first_view + 4 * (i - 1)
   local user, entry, path, ts = ARGV[a], ARGV[a + 1], ARGV[a + 2], view_ts[i]
   local day = day_of(ts, bounds)
-  local expiry = erasures and redis.call('ZSCORE', tombstones, user)
-  if not (expiry and tonumber(expiry) > now) then
+  if not (erasures and tombstoned(tombstones, user, now)) then
     local last = redis.call('LINDEX', session, '-1')
     local last_path, last_ts
     if last then

@@ -5,6 +5,7 @@
 -- page statistics or transitions; a session the join creates counts as started on the caller's day.
 -- The linked visitors are a sorted set, visitor id -> when linked, the newest M kept, its TTL renewed.
 -- A user tombstoned at now is left alone.
+-- Prelude: lua/tombstones.lua (tombstoned).
 --
 -- KEYS[1]  tombstones of erased users ({ses}, member -> expiry)
 -- KEYS[2]  the user's session (list)
@@ -26,11 +27,8 @@ if now == nil or window == nil or window < 1 or keep == nil or keep < 1 or start
   return redis.error_reply('signin_join: now a number; window, pages kept, TTLs and linked kept >= 1')
 end
 local tombstones, session, started, linked = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-if redis.call('EXISTS', tombstones) == 1 then
-  local expiry = redis.call('ZSCORE', tombstones, ARGV[1])
-  if expiry and tonumber(expiry) > now then
-    return -1
-  end
+if tombstoned(tombstones, ARGV[1], now) then
+  return -1
 end
 
 redis.call('ZADD', linked, now, ARGV[3])

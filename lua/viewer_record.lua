@@ -19,6 +19,7 @@
 -- tombstoned at now are skipped.
 -- Prelude: lua/fence.lua, run first: it takes its key and arguments; KEYS and ARGV below are
 -- what it leaves.
+-- Prelude: lua/tombstones.lua (tombstoned).
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
 -- KEYS[2]  the day's top viewers (zset user -> views)
@@ -112,8 +113,7 @@ local counted = 0
 for i = 1, users do
   local hash, aliases = KEYS[6 + 2 * i], KEYS[7 + 2 * i]
   local user, views, name = ARGV[7 + 3 * i], tonumber(ARGV[8 + 3 * i]), ARGV[9 + 3 * i]
-  local expiry = erasures and redis.call('ZSCORE', tombstones, user)
-  if not (expiry and tonumber(expiry) > now) then
+  if not (erasures and tombstoned(tombstones, user, now)) then
     counted = counted + views
     -- The first write is HINCRBY, which Redis refuses over maxmemory: once a script has written,
     -- Redis lets in the rest.

@@ -3,6 +3,7 @@
 -- sign-in without counting a new visitor (the person was counted under their user id), so a later
 -- signed-out visit with the same cookie is not a new visitor. A visitor tombstoned at now (erased
 -- with a user) gets no first visit.
+-- Prelude: lua/tombstones.lua (tombstoned).
 --
 -- KEYS[1]  the link (string: the user id)
 -- KEYS[2]  this shard's tombstones of erased visitor ids (member -> expiry)
@@ -21,11 +22,8 @@ if link_ttl == nil or link_ttl < 1 or now == nil or kept == nil or kept < 1 then
 end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', link_ttl)
 local visitor = ARGV[3]
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  local expiry = redis.call('ZSCORE', KEYS[2], visitor)
-  if expiry and tonumber(expiry) > now then
-    return 0
-  end
+if tombstoned(KEYS[2], visitor, now) then
+  return 0
 end
 for k = 3, #KEYS do
   if redis.call('HEXISTS', KEYS[k], visitor) == 1 then

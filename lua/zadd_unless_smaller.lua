@@ -12,6 +12,7 @@
 -- read back (a ZMSCORE's scores, formatted into its reply and parsed again in Lua, cost more than
 -- these commands). Every score is checked before anything is written, so a bad one changes nothing.
 -- Prelude: lua/decimal.lua (is_decimal).
+-- Prelude: lua/tombstones.lua (tombstoned).
 if #KEYS ~= 3 then
   return redis.error_reply('zadd_unless_smaller: expected 3 keys, got ' .. #KEYS)
 end
@@ -32,8 +33,7 @@ local erasures = redis.call('EXISTS', tombstones) == 1
 local moved, marks = {}, {}
 for i = 2, #ARGV, 2 do
   local member = ARGV[i + 1]
-  local expiry = erasures and redis.call('ZSCORE', tombstones, member)
-  if not (expiry and tonumber(expiry) > now_number)
+  if not (erasures and tombstoned(tombstones, member, now_number))
       and redis.call('ZADD', seen, 'GT', 'CH', ARGV[i], member) == 1 and not moved[member] then
     moved[member] = true
     marks[#marks + 1] = now

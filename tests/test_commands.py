@@ -133,7 +133,10 @@ def test_backfill_refuses_a_bad_batch_size_and_writes_nothing(redis_client):
 # The real command in a subprocess, paused once its first batch is written, as it starts reading the
 # second (a test-only wrapper of the users query), so the test can send SIGINT mid-way.
 INTERRUPTIBLE = """
-import sys, time
+import signal, sys, time
+# Ctrl-C as a terminal delivers it, even when the run's shell started it in the background (which
+# leaves SIGINT ignored in its children, so Python never installs its KeyboardInterrupt handler).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import django
 django.setup()
 from django.core.management import execute_from_command_line

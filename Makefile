@@ -29,12 +29,17 @@ run: $(VENV)/.installed
 dev: $(VENV)/.installed
 	$(PY) -m project.run --dev
 
+# Two pytest-xdist workers, each with its own private Redis, a test file at a time (a module's fixtures,
+# such as the wheel tests/test_install.py builds, run once): the long tests mostly wait on the
+# processes they start. PYTEST_ARGS=-n0 runs the suite in one process.
+XDIST := -n 2 --dist loadfile
+
 test: $(VENV)/.dev-installed
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The same suite against a private 3-master Redis Cluster (Celery's broker on a standalone server beside it).
 test-cluster: $(VENV)/.dev-installed
-	$(PY) -m pytest --redis-cluster $(PYTEST_ARGS)
+	$(PY) -m pytest --redis-cluster $(XDIST) $(PYTEST_ARGS)
 
 bench: $(VENV)/.dev-installed
 	$(PY) -m bench.last_seen

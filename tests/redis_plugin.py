@@ -3,6 +3,7 @@
 ``TEST_REDIS_URL`` set: use that server. Otherwise a private throwaway redis-server is started for
 the run, so counting tests (INFO commandstats) see only this run's commands and nothing of anyone
 else's data is ever touched. Either way every key gets a per-run prefix, and Celery a per-run queue.
+Under pytest-xdist (``make test`` runs two workers) each worker is a run of its own.
 
 ``--redis-cluster`` (or ``TEST_REDIS_CLUSTER=1``): the run's Redis is a private 3-master Redis
 Cluster instead (``ACTIVITY_REDIS_CLUSTER=1``, ``REDIS_URL`` naming one node), and Celery's broker
@@ -34,6 +35,8 @@ def pytest_addoption(parser):
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args):
     global _private, _cluster
+    if getattr(early_config.known_args_namespace, "numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ:
+        return (yield)  # pytest-xdist's controller: its workers run the tests, each on its own servers
     run = secrets.token_hex(4)
     url = os.environ.get("TEST_REDIS_URL")
     os.environ.pop("CELERY_BROKER_URL", None)

@@ -40,6 +40,7 @@ SMOKE: dict[str, tuple[list[str], dict[str, str]]] = {
     "groups": (["--quick", "--rounds", "1"], {}),
     "http": (["--seconds", "1", "--rounds", "1", "--connections", "4"], {}),
     "junk_paths": (["--paths", "1000", "--lengths", "20", "200"], {}),
+    "layout_memory": (["--users", "2000"], {}),
     "last_seen": (["--events", "2000", "--users", "500", "--writers", "2", "--updates", "200", "--rounds", "1"], {}),
     "live": (["--streams", "100", "--rounds", "1", "--seconds", "1", "--connections", "4"], {}),
     "membership": (["--ids", "5000"], {}),

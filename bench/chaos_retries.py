@@ -24,6 +24,7 @@ from typing import Any
 
 import redis
 
+from bench import harness
 from bench.slow_clients import HOST
 
 STALL_S = 1.0  # each stall: past the API's Redis timeout (ACTIVITY_REDIS_TIMEOUT, 0.5 s)
@@ -173,7 +174,7 @@ def table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
         "page views counted",
         "counted twice",
     ]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = [head]
     for stall, kinds in results.items():
         for kind, f in kinds.items():
             client = "retries with its `Idempotency-Key`" if kind == "key" else "retries without a key"
@@ -187,7 +188,7 @@ def table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
                 f"{f['page_views_counted']:,}",
                 f"{f['counted_twice']:,}" if kind == "no key" else f"**{f['counted_twice']:,}**",
             ]
-            lines.append("| " + " | ".join(row) + " |")
+            rows.append(row)
     notes = (
         f"Retries (fault `redis-stall-retries`): {THREADS} clients with an `Idempotency-Key` (a new one per "
         f"batch) and {THREADS} without send batches of {BATCH} page views, each of a user of its own, beside the "
@@ -200,4 +201,4 @@ def table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
         "leaves each request that timed out in Redis's socket buffer and runs it once awake: without a key, "
         "a batch among those counts again when it is retried."
     )
-    return "\n".join(lines) + "\n\n" + notes
+    return harness.markdown(rows) + "\n\n" + notes

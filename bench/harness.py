@@ -68,12 +68,17 @@ def write(name: str, results: dict[str, Any], table: list[list[str]], notes: str
     RESULTS.mkdir(exist_ok=True)
     results = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d"), **results}
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
-    lines = ["| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
-    lines += ["| " + " | ".join(row) + " |" for row in table[1:]]
-    (RESULTS / f"{name}.md").write_text("\n".join(lines) + ("\n\n" + notes if notes else "") + "\n")
-    print("\n".join(lines))
+    text = markdown(table)
+    (RESULTS / f"{name}.md").write_text(text + ("\n\n" + notes if notes else "") + "\n")
+    print(text)
     if notes:
         print("\n" + notes)
+
+
+def markdown(table: list[list[str]]) -> str:
+    """A Markdown table of ``table``'s rows, the first its head."""
+    lines = ["| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table[1:]])
 
 
 def verdict(low: float, high: float, bound: float) -> str:

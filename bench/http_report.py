@@ -9,6 +9,7 @@ import statistics
 from typing import Any
 
 from bench import harness
+from bench.harness import markdown
 from bench.web import PARTIES, Case, Sample
 
 API_CASES = ("post_", "last_seen", "online")  # read against DRF's floor too
@@ -171,11 +172,6 @@ def versus(
 
 def fmt(value: float | None, digits: int = 0) -> str:
     return "" if value is None else f"{value:,.{digits}f}"
-
-
-def markdown(table: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table[1:]])
 
 
 def cpu_table(rows: dict[str, dict[str, Any]]) -> list[list[str]] | None:

@@ -8,13 +8,14 @@
 -- KEYS[1]  the day's steps queued (list)
 -- KEYS[2]  the day's transitions
 -- KEYS[3]  the day's transition index
+-- KEYS[4]  scratch for a page's trim (sorted set), deleted before the call returns
 -- ARGV[1]  TTL of the day's sets, seconds (>= 1)
 -- ARGV[2]  next pages kept per page (>= 1), ARGV[3] the slack of that cap (>= 0)
 -- ARGV[4]  steps kept per day (>= 1), ARGV[5] the slack of that cap (>= 0)
 -- ARGV[6]  steps counted at most (>= 1)
 -- Returns  the number of queued steps taken.
-if #KEYS ~= 3 or #ARGV ~= 6 then
-  return redis.error_reply('transitions_count: expected 3 keys and 6 arguments')
+if #KEYS ~= 4 or #ARGV ~= 6 then
+  return redis.error_reply('transitions_count: expected 4 keys and 6 arguments')
 end
 local ttl, max_next, next_slack = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local max_steps, steps_slack, bound = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -43,37 +44,23 @@ local function trim_day(counts, index, cap)
   remove(index, gone)
 end
 
--- Keep the ``cap`` most frequent steps from one page (its index range ``from``..``to``): the least
--- frequent, ties to the lowest member (the order of the range), leave both sets.
-local function trim_page(counts, index, from, to, cap)
-  local members = redis.call('ZRANGEBYLEX', index, from, to)
-  local times, order = {}, {}
-  for at = 1, #members, CHUNK do
-    local found = redis.call('ZMSCORE', counts, unpack(members, at, math.min(at + CHUNK - 1, #members)))
-    for n = 1, #found do
-      times[at + n - 1] = tonumber(found[n]) or 0
-    end
-  end
-  for n = 1, #members do
-    order[n] = n
-  end
-  table.sort(order, function(a, b)
-    if times[a] ~= times[b] then
-      return times[a] < times[b]
-    end
-    return a < b
-  end)
-  local gone = {}
-  for n = 1, #members - cap do
-    gone[n] = members[order[n]]
-  end
+-- Keep the ``cap`` most frequent steps from one page (its index range ``from``..``to``): its steps
+-- copied to ``scratch`` (scores 0) and scored there by their counts (an intersection with the
+-- counts adds them), so the set lists the least frequent first, ties to the lowest member, as the
+-- index orders them; those past the cap leave both sets. Redis's commands sort them: no score
+-- crosses into Lua.
+local function trim_page(counts, index, scratch, from, to, cap)
+  redis.call('ZRANGESTORE', scratch, index, from, to, 'BYLEX')
+  local size = redis.call('ZINTERSTORE', scratch, '2', scratch, counts)
+  local gone = size > cap and redis.call('ZRANGE', scratch, '0', string.format('%d', size - cap - 1)) or {}
+  redis.call('DEL', scratch)
   remove(counts, gone)
   remove(index, gone)
 end
 
 -- Count ``step`` (from NUL to, its page ``from``) in a day's two sets (``caps``: ttl, max_next,
 -- next_slack, max_steps, steps_slack), trimming past the caps.
-local function count(counts, index, step, from, caps)
+local function count(counts, index, scratch, step, from, caps)
   if tonumber(redis.call('ZINCRBY', counts, '1', step)) ~= 1 then
     return
   end
@@ -87,7 +74,7 @@ local function count(counts, index, step, from, caps)
   end
   local low, high = '[' .. from .. '\0', '(' .. from .. '\1'
   if redis.call('ZLEXCOUNT', index, low, high) > caps.max_next + caps.next_slack then
-    trim_page(counts, index, low, high, caps.max_next)
+    trim_page(counts, index, scratch, low, high, caps.max_next)
   end
 end
 
@@ -108,13 +95,13 @@ end
 local caps = {
   ttl = ttl, max_next = max_next, next_slack = next_slack, max_steps = max_steps, steps_slack = steps_slack,
 }
-local counts, index = KEYS[2], KEYS[3]
+local counts, index, scratch = KEYS[2], KEYS[3], KEYS[4]
 local queued = redis.call('LPOP', KEYS[1], ARGV[6]) or {}
 for _, item in ipairs(queued) do
   local step = string.sub(item, 2)
   local cut = string.find(step, '\0', 1, true)
   if cut and string.sub(item, 1, 1) == '+' then
-    count(counts, index, step, string.sub(step, 1, cut - 1), caps)
+    count(counts, index, scratch, step, string.sub(step, 1, cut - 1), caps)
   elseif cut then
     take_back(counts, index, step)
   end

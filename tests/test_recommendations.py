@@ -141,15 +141,35 @@ def test_next_pages_stay_capped_under_100k_distinct_transitions_and_the_most_fre
             sizes.append(steps_from(redis_client, "/hub"))
     assert max(sizes) <= cap + slack
     assert sizes[-1] >= cap
-    # A page's trim reads its steps (one ZRANGEBYLEX) and removes at most slack + 1 of them, once per
+    # A page's trim copies its steps (one ZRANGESTORE) and removes at most slack + 1 of them, once per
     # slack + 1 new ones: amortized, bounded.
-    assert delta.calls["zrangebylex"] <= 50_000 // (slack + 1)
+    assert 0 < delta.calls["zrangestore"] <= 50_000 // (slack + 1)
     kept = counted("/hub")
     assert {page: kept[page] for page in popular} == {page: 100 * weight for page, weight in popular.items()}
     # The hub and 50,000 new pages with their one step back: still the day's two keys, with TTLs.
     assert transition_keys(redis_client) == {keys.transitions(today()), keys.transitions_index(today())}
     assert redis_client.zcard(keys.transitions(today())) == redis_client.zcard(keys.transitions_index(today())) > 50_000
     assert min(redis_client.ttl(key) for key in transition_keys(redis_client)) > 0
+
+
+def test_a_pages_trim_drops_its_least_frequent_steps_ties_to_the_lowest_and_no_other_pages(redis_client):
+    """lua/transitions_count.lua with a cap of 2 next pages and no slack: each new step past the cap
+    trims the page to its 2 most frequent, the tie among those counted once going to the greater
+    next page; "/a"'s trims leave "/ab" (whose steps sort right after "/a"'s) alone."""
+    day = today()
+    queued = ["+/a\0/b"] * 3 + ["+/a\0/c", "+/ab\0/x", "+/ab\0/y", "+/ab\0/z", "+/a\0/a", "+/a\0/d"]
+    redis_client.rpush(keys.transition_steps(day), *queued)
+    script_keys = [keys.transition_steps(day), keys.transitions(day), keys.transitions_index(day)]
+    script_keys.append(keys.transitions_trim_scratch())
+    # Next pages kept per page 2 (no slack), steps per day 1,000 (slack 0), 100 steps at most.
+    taken = sessions_store.TRANSITIONS_COUNT(redis_client, script_keys, [3600, 2, 0, 1000, 0, 100])
+    assert taken == len(queued)
+    # "/a" -> "/a" came third: "/a"'s trim then dropped it (the lowest of the two counted once);
+    # "/a" -> "/d" came fourth and dropped "/c".
+    assert counted("/a") == {"/b": 3, "/d": 1}
+    assert counted("/ab") == {"/y": 1, "/z": 1}  # its own trim, at "/z"
+    assert redis_client.zcard(keys.transitions(day)) == redis_client.zcard(keys.transitions_index(day)) == 4
+    assert not redis_client.exists(keys.transitions_trim_scratch())
 
 
 # A counts test too: 100,000 distinct junk paths (a crawler walking invented URLs), 1,000 a batch

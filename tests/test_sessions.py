@@ -245,7 +245,7 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
     steps = [keys.transition_steps(name), keys.transitions(name), keys.transitions_index(name)]
     return [
         *fenced,
-        (TRANSITIONS_COUNT, steps, [10, 50, 5, 50000, 5000], "expected 3 keys and 6 arguments"),
+        (TRANSITIONS_COUNT, steps, [10, 50, 5, 50000, 5000], "expected 4 keys and 6 arguments"),
     ]
 
 

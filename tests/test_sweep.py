@@ -111,6 +111,7 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "batch_writer": (("ses", "ab12"), GONE),
     "session_key_moved": (("next:20261123",), GONE),
     "session_move_scratch": ((), GONE),
+    "transitions_trim_scratch": ((), GONE),
     "now_latest": ((), 361),  # the online window, the future skew and a second
     "now_page": ((), 361),
     "now_people": ((), 361),
@@ -285,6 +286,7 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
         "{grp}:build:<group_id>:<token>",
         "{au}:group-and",  # written and deleted inside one script call
         "{ses}:moving",  # the same
+        "{ses}:next-trim",  # the same
         "{ses}:steps:<day>",  # between a batch's session calls and its count, in one pipeline
         "{ses}:moved:<key>",  # written by the upgrade alone
         "{pv}:report:<report_id>:candidates",  # a SORT's input, deleted in its MULTI (none on a cluster)

@@ -309,6 +309,13 @@ def transitions_index(day: str) -> str:
     return f"{prefix()}{SESSIONS_TAG}:next-index:{day}"
 
 
+# Written and deleted inside one call of lua/transitions_count.lua.
+@family("{ses}:next-trim", "zset", DELETE)
+def transitions_trim_scratch() -> str:
+    """A page's steps scored by their counts, to find the least frequent when the page is trimmed."""
+    return f"{prefix()}{SESSIONS_TAG}:next-trim"
+
+
 @family("{ses}:steps:<day>", "list", lifetimes.page_stats())
 def transition_steps(day: str) -> str:
     """List: the steps of ``day`` a session script queued and ``lua/transitions_count.lua`` has not

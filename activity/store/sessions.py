@@ -150,6 +150,7 @@ def _queue_transitions(pipe: Pipeline, when: date, bound: int, ttl: int) -> None
     Not fenced: it counts what a session call queued, whichever attempt queued it."""
     name = day_name(when)
     script_keys = [keys.transition_steps(name), keys.transitions(name), keys.transitions_index(name)]
+    script_keys.append(keys.transitions_trim_scratch())
     caps = [MAX_NEXT_PAGES, paths_slack(MAX_NEXT_PAGES), MAX_TRANSITIONS_PER_DAY, TRANSITIONS_PER_DAY_SLACK]
     pipe.script(TRANSITIONS_COUNT, script_keys, [ttl, *caps, bound])
 

@@ -13,6 +13,7 @@
 -- Prelude: lua/fence.lua, run first: it takes its key and arguments; KEYS and ARGV below are
 -- what it leaves.
 -- Prelude: lua/tombstones.lua (tombstoned).
+-- Prelude: lua/session_entry.lua (entry_parts).
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
 -- KEYS[2 .. 1 + 2 D] 2 per day, oldest first: sessions started, the steps queued for counting (list)
@@ -24,7 +25,7 @@
 -- ARGV[5]  1: queue transitions, 0: do not
 -- ARGV[6]  now, epoch seconds
 -- ARGV[7 .. 7 + D] the epoch second each day starts, then the end of the last (increasing)
--- ARGV[8 + D ..] 4 per view, in the order of the session lists: user id, entry (JSON), path, ts
+-- ARGV[8 + D ..] 2 per view, in the order of the session lists: user id, entry (store.sessions.entry)
 -- Returns  the number of views that started a new session.
 local days = tonumber(ARGV[1])
 if days == nil or days < 1 or days % 1 ~= 0 or #KEYS < 1 + 2 * days or #ARGV < 7 + days then
@@ -32,8 +33,8 @@ if days == nil or days < 1 or days % 1 ~= 0 or #KEYS < 1 + 2 * days or #ARGV < 7
 end
 local views = #KEYS - 1 - 2 * days
 local first_view = 8 + days
-if #ARGV ~= first_view - 1 + 4 * views then
-  return redis.error_reply('session_record: expected a key and 4 arguments per view')
+if #ARGV ~= first_view - 1 + 2 * views then
+  return redis.error_reply('session_record: expected a key and 2 arguments per view')
 end
 local window, keep, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = tonumber(ARGV[6])
@@ -67,25 +68,15 @@ local function day_of(ts, edges)
   return nil
 end
 
-local view_ts = {}
+local view_path, view_ts = {}, {}
 for i = 1, views do
-  view_ts[i] = tonumber(ARGV[first_view + 4 * (i - 1) + 3])
+  view_path[i], view_ts[i] = entry_parts(ARGV[first_view + 2 * i - 1])
   if day_of(view_ts[i], bounds) == nil then
-    return redis.error_reply('session_record: each view ts must be a number within the declared days')
+    return redis.error_reply('session_record: each view entry must hold a ts within the declared days')
   end
 end
 
 local CHUNK = 1000 -- members per variadic command, well under Lua's unpack limit
-
--- (path, ts) of a session entry; only an entry of ours has a string path and a number ts.
-local function read(entry)
-  local ok, decoded = pcall(cjson.decode, entry)
-  if not (ok and type(decoded) == 'table') then
-    return nil, nil
-  end
-  local path, ts = decoded.path, decoded.ts
-  return type(path) == 'string' and path or nil, type(ts) == 'number' and ts or nil
-end
 
 -- Queue ``sign`` ('+' or '-') ``from`` -> ``to`` on the day's list of ``queued`` when it is a step:
 -- two different pages, neither empty nor holding a NUL.
@@ -105,14 +96,14 @@ end
 -- The tombstones are looked up only while the set exists.
 local erasures = redis.call('EXISTS', tombstones) == 1
 for i = 1, views do
-  local session, a = KEYS[1 + 2 * days + i], first_view + 4 * (i - 1)
-  local user, entry, path, ts = ARGV[a], ARGV[a + 1], ARGV[a + 2], view_ts[i]
+  local session, a = KEYS[1 + 2 * days + i], first_view + 2 * (i - 1)
+  local user, entry, path, ts = ARGV[a], ARGV[a + 1], view_path[i], view_ts[i]
   local day = day_of(ts, bounds)
   if not (erasures and tombstoned(tombstones, user, now)) then
     local last = redis.call('LINDEX', session, '-1')
     local last_path, last_ts
     if last then
-      last_path, last_ts = read(last)
+      last_path, last_ts = entry_parts(last)
     end
     if not last or last_ts == nil or last_ts <= ts then
       -- The common case: the newest view of the session goes at the end.
@@ -132,7 +123,7 @@ for i = 1, views do
       local entries = redis.call('LRANGE', session, '0', '-1')
       local at = #entries
       for n = 1, #entries do
-        local _, entry_ts = read(entries[n])
+        local _, entry_ts = entry_parts(entries[n])
         if entry_ts ~= nil and entry_ts > ts then
           at = n
           break
@@ -145,8 +136,8 @@ for i = 1, views do
         end
         redis.call('PEXPIRE', session, ARGV[2])
         if transitions then
-          local before_path = at > 1 and read(entries[at - 1]) or nil
-          local after_path, after_ts = read(entries[at])
+          local before_path = at > 1 and entry_parts(entries[at - 1]) or nil
+          local after_path, after_ts = entry_parts(entries[at])
           local after_day = day_of(after_ts, bounds)
           if after_day then
             queue(steps[after_day], '-', before_path, after_path)

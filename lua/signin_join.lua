@@ -6,6 +6,7 @@
 -- The linked visitors are a sorted set, visitor id -> when linked, the newest M kept, its TTL renewed.
 -- A user tombstoned at now is left alone.
 -- Prelude: lua/tombstones.lua (tombstoned).
+-- Prelude: lua/session_entry.lua (entry_parts).
 --
 -- KEYS[1]  tombstones of erased users ({ses}, member -> expiry)
 -- KEYS[2]  the user's session (list)
@@ -15,7 +16,7 @@
 -- ARGV[4]  session window, milliseconds (>= 1); ARGV[5] pages kept (N >= 1)
 -- ARGV[6]  TTL of the started counter, seconds (>= 1)
 -- ARGV[7]  linked visitors kept (M >= 1); ARGV[8] their set's TTL, seconds (>= 1)
--- ARGV[9..]  2 per visitor page, oldest first: entry (JSON {path, ts}), ts
+-- ARGV[9..]  2 per visitor page, oldest first: entry (store.sessions.entry), ts
 -- Returns  the session's length after the join; -1 for a tombstoned user (nothing written).
 if #KEYS ~= 4 or #ARGV < 8 or (#ARGV - 8) % 2 ~= 0 then
   return redis.error_reply('signin_join: expected 4 keys, 8 arguments and 2 per page')
@@ -42,8 +43,8 @@ end
 local own = redis.call('LRANGE', session, 0, -1)
 local merged, u = {}, 1
 local function ts_of(entry)
-  local ok, decoded = pcall(cjson.decode, entry)
-  return ok and type(decoded) == 'table' and tonumber(decoded.ts) or 0
+  local _, ts = entry_parts(entry)
+  return ts or 0
 end
 for v = 1, pages do
   local entry, ts = ARGV[7 + 2 * v], tonumber(ARGV[8 + 2 * v]) or 0

@@ -6,7 +6,7 @@
 -- KEYS[1]  the visitor's session (list of entries, oldest first)
 -- ARGV[1]  session window, milliseconds (>= 1)
 -- ARGV[2]  pages kept (N >= 1)
--- ARGV[3..]  the entries (JSON {path, ts}), oldest first (at most N)
+-- ARGV[3..]  the entries (store.sessions.entry), oldest first (at most N)
 -- Returns  the length of the list.
 if #KEYS ~= 1 or #ARGV < 3 then
   return redis.error_reply('visitor_session_record: expected 1 key; window, pages kept and entries')

@@ -4,6 +4,7 @@ random picks that follow the weights (chi-square), one rebuild per expiry, bad i
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import threading
@@ -170,6 +171,22 @@ def test_a_pages_trim_drops_its_least_frequent_steps_ties_to_the_lowest_and_no_o
     assert counted("/ab") == {"/y": 1, "/z": 1}  # its own trim, at "/z"
     assert redis_client.zcard(keys.transitions(day)) == redis_client.zcard(keys.transitions_index(day)) == 4
     assert not redis_client.exists(keys.transitions_trim_scratch())
+
+
+def test_a_session_holding_an_earlier_releases_json_entries_goes_on_as_one_of_this_release(redis_client):
+    """A session open at the upgrade holds JSON {"path", "ts"} entries until it ends: a view after
+    them counts its step from the last, a late one goes before the first, and the page reads both."""
+    now = round(clock.now(), 3)  # as ingest keeps it
+    earlier = [json.dumps({"path": "/a", "ts": now - 3}), json.dumps({"path": "/c", "ts": now - 1})]
+    redis_client.rpush(keys.session("u1"), *earlier)
+    redis_client.pexpire(keys.session("u1"), 60_000)
+    walk("u1", "/d", ts=now)
+    walk("u1", "/z", ts=now - 4)
+    assert counted("/c") == {"/d": 1}
+    assert counted("/z") == {"/a": 1}
+    page = sessions.page("u1")
+    assert page is not None and page.views == [("/d", now), ("/c", now - 1), ("/a", now - 3), ("/z", now - 4)]
+    assert sessions.started(calendar.day_of(now)) == 0  # the session went on: none started
 
 
 # A counts test too: 100,000 distinct junk paths (a crawler walking invented URLs), 1,000 a batch

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import threading
@@ -57,7 +56,8 @@ def view(user: str, page: str, ts: float | None = None) -> Event:
 
 
 def stored(redis_client, user: str) -> list[dict]:
-    return [json.loads(item) for item in redis_client.lrange(keys.session(user), 0, -1)]
+    rows = redis_client.lrange(keys.session(user), 0, -1)
+    return [dict(zip(("path", "ts"), sessions_store.entry_view(row), strict=True)) for row in rows]
 
 
 def page_view_keys(redis_client) -> set[str]:
@@ -216,8 +216,8 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
         (
             SESSION_RECORD,
             [keys.tombstones("ses"), keys.sessions_started(name), keys.transition_steps(name), keys.session(user)],
-            [1, 60000, 50, 10, 1, 1.0, 0, 86400, user, "{}", "/"],  # no ts
-            "a key and 4 arguments per view",
+            [1, 60000, 50, 10, 1, 1.0, 0, 86400, user],  # no entry
+            "a key and 2 arguments per view",
         ),
         (
             PAGE_COUNTS,

@@ -4,7 +4,6 @@ SCANs and the work is bounded by the retention, never by the number of users."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from datetime import date
 from typing import Any
 
 from activity import calendar
-from activity.store import audience, funnel_progress, funnels, keys, pages_now
+from activity.store import audience, funnel_progress, funnels, keys, pages_now, sessions
 from activity.store.client import Client, Sum
 from activity.store.groups import entry_ids
 from activity.store.last_seen import partition_of
@@ -190,12 +189,12 @@ def footprint(client: Client, where: Where) -> Footprint:
             pipe.getbit(bitmap, dense)
         (field, *bits) = pipe.execute()
         first_active = int(field[0]) or None
-    entries = [json.loads(entry) for entry in session]
+    entries = [sessions.entry_view(row) for row in session]
     return Footprint(
         last_seen=seen,
         unflushed_since=dirty,
         claimed_at=claimed,
-        session=[(entry["path"], entry["ts"]) for entry in entries],
+        session=entries,
         session_expires_in=max(pttl, 0) / 1000 if entries else None,
         display_name=name,
         former_names=sorted(aliases),

@@ -26,7 +26,6 @@ VIEWER_RECORD = LuaScript("viewer_record")
 VIEWER_FOLD = LuaScript("viewer_fold")
 SESSION_KEY_MOVE = LuaScript("session_key_move")
 PAGE = LuaScript("session_page")
-ENTRY_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per view
 # Distinct paths kept per day, and next pages per page and day (the most viewed, or most frequent,
 # survive), so a catch-all route or junk paths cannot grow them.
 MAX_PATHS_PER_DAY = 10_000
@@ -56,6 +55,26 @@ class SessionPage:
     count: int  # pages in the whole session
     expires_in: float  # seconds until the session ends unless the user views another page
     views: list[tuple[str, float]]  # (path, ts), most recent first
+
+
+def entry(path: str, ts: float) -> str:
+    """A session entry, as the lists hold it and ``lua/session_entry.lua`` reads it: the ts as
+    ``repr`` writes it, a space, the path. Not JSON: 16 bytes less an entry, and no encoder per view."""
+    return f"{ts!r} {path}"
+
+
+def entry_view(row: str) -> tuple[str, float]:
+    """(path, ts) of a session entry; ValueError for one that is not ours. Reads an earlier
+    release's JSON entry too: a session open at the upgrade keeps them until it ends."""
+    if row.startswith("{"):
+        decoded = json.loads(row)
+        path, ts = (decoded.get("path"), decoded.get("ts")) if isinstance(decoded, dict) else (None, None)
+    else:
+        ts, space, path = row.partition(" ")
+        ts = float(ts) if space else None
+    if not (isinstance(path, str) and isinstance(ts, int | float)):
+        raise ValueError(f"not a session entry: {row!r}")
+    return path, float(ts)
 
 
 def paths_slack(max_paths: int) -> int:
@@ -141,7 +160,7 @@ def _queue_sessions(
     args.append(int(midnight(days[-1] + timedelta(days=1)).timestamp()))
     for view in views:
         script_keys.append(keys.session(view.user))
-        args += [view.user, ENTRY_JSON.encode({"path": view.path, "ts": view.ts}), view.path, repr(view.ts)]
+        args += [view.user, entry(view.path, view.ts)]
     return pipe.script(SESSION_RECORD, script_keys, args)
 
 
@@ -202,7 +221,7 @@ def page(client: Client, user: str, number: int, size: int) -> SessionPage | Non
     count, pttl, rows = PAGE(client, [keys.session(user)], [-number * size, -(number - 1) * size - 1])
     if count == 0:
         return None
-    views = [(item["path"], item["ts"]) for item in map(json.loads, reversed(rows))]
+    views = [entry_view(row) for row in reversed(rows)]
     return SessionPage(count=count, expires_in=max(pttl, 0) / 1000, views=views)
 
 

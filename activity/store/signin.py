@@ -6,7 +6,6 @@ visitor's {vis:N}), and the funnel progress is merged (``store.funnels.merge``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,7 +14,7 @@ from activity.calendar import day_name
 from activity.store import audience, funnels, keys, lifetimes, pages_now
 from activity.store.client import Client, Reply
 from activity.store.scripts import LuaScript, Pipeline
-from activity.store.sessions import ENTRY_JSON
+from activity.store.sessions import entry, entry_view
 
 VISITOR_SESSION_RECORD = LuaScript("visitor_session_record")
 SIGNIN_JOIN = LuaScript("signin_join")
@@ -39,7 +38,7 @@ def queue_visitor_views(
     calls = []
     for visitor, own in by_visitor.items():
         own.sort(key=lambda view: view[0])
-        entries = [ENTRY_JSON.encode({"path": path, "ts": ts}) for ts, path in own[-max_pages:]]
+        entries = [entry(path, ts) for ts, path in own[-max_pages:]]
         key = keys.visitor_session(_shard(visitor), visitor)
         calls.append(pipe.script(VISITOR_SESSION_RECORD, [key], [int(window_s * 1000), int(max_pages), *entries]))
     return calls
@@ -77,7 +76,7 @@ def continue_visitor(
     pipe.lrange(session, 0, -1)
     progress = funnels.queue_read(pipe, visitor_person, user_person)
     rows = pipe.execute()[0]
-    pages = sorted(((json.loads(row)["ts"], n, row) for n, row in enumerate(rows)), key=lambda page: page[:2])
+    pages = sorted(((entry_view(row)[1], n, row) for n, row in enumerate(rows)), key=lambda page: page[:2])
     if pages and pages[-1][0] < now - window_s:
         pages = []  # idle past the window by the service's clock: that session is over
 
@@ -123,4 +122,4 @@ def linked_user(client: Client, visitor: str) -> str | None:
 def visitor_session(client: Client, visitor: str) -> list[tuple[str, float]]:
     """The visitor's current session as (path, ts), in arrival order (oldest first)."""
     rows = client.lrange(keys.visitor_session(_shard(visitor), visitor), 0, -1)
-    return [(entry["path"], entry["ts"]) for entry in map(json.loads, rows)]
+    return [entry_view(row) for row in rows]

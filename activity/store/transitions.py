@@ -74,13 +74,11 @@ def window_steps(client: Client, day_names: Sequence[str], paths: Sequence[str])
 
 
 def _session_path(entry: str) -> str | None:
-    """The path of a session entry (JSON ``{"path", "ts"}``); None for one that is not ours."""
+    """The path of a session entry; None for one that is not ours."""
     try:
-        decoded = json.loads(entry)
+        return sessions.entry_view(entry)[0]
     except ValueError:
         return None
-    path = decoded.get("path") if isinstance(decoded, dict) else None
-    return path if isinstance(path, str) else None
 
 
 def _best_first(row: tuple[str, float]) -> tuple[float, str]:

@@ -9,12 +9,16 @@ import random
 import re
 import threading
 import time
+import uuid
 from collections import Counter
 from datetime import UTC, datetime
 from unittest import mock
 
 import pytest
 from django.test import override_settings
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from activity import calendar, clock, conf
 from activity.errors import UnknownPath
@@ -187,6 +191,24 @@ def test_a_session_holding_an_earlier_releases_json_entries_goes_on_as_one_of_th
     page = sessions.page("u1")
     assert page is not None and page.views == [("/d", now), ("/c", now - 1), ("/a", now - 3), ("/z", now - 4)]
     assert sessions.started(calendar.day_of(now)) == 0  # the session went on: none started
+
+
+NO_QUERY = st.characters(blacklist_characters="?")  # a path as the service records it
+
+
+@hypothesis_settings(derandomize=True, database=None, deadline=None, max_examples=60)
+@given(first=st.text(NO_QUERY, max_size=12), second=st.text(NO_QUERY, max_size=12))
+def test_any_two_paths_come_back_from_a_session_as_they_went_in_and_count_their_step(first, second):
+    """Entries are "<ts> <path>": whatever a path holds (spaces, "{", a NUL, nothing), the session
+    page reads it back, and the session script reads the stored one to count the step from it."""
+    first, second = f"/{first}", f"/{second}"
+    user = f"any:{uuid.uuid4().hex}"
+    now = round(clock.now(), 3)
+    walk(user, first, second, ts=now)
+    page = sessions.page(user)
+    assert page is not None and page.views == [(second, round(now + 0.001, 3)), (first, now)]
+    if first != second and "\0" not in first + second:
+        assert counted(first).get(second, 0) >= 1  # other examples may have walked it too
 
 
 # A counts test too: 100,000 distinct junk paths (a crawler walking invented URLs), 1,000 a batch

@@ -42,7 +42,8 @@ Writer = Callable[[redis.client.Pipeline, str, int], None]
 
 
 def entry(user: str) -> str:
-    return f'{{"path":"/p/{int(user) % 500}","ts":{TS!r}}}'
+    """A session entry as ``store.sessions.entry`` writes it."""
+    return f"{TS!r} /p/{int(user) % 500}"
 
 
 def viewer_per_user(pipe: redis.client.Pipeline, user: str, _: int) -> None:
@@ -62,7 +63,7 @@ def session_per_user(pipe: redis.client.Pipeline, user: str, _: int) -> None:
 
 
 def session_per_partition(pipe: redis.client.Pipeline, user: str, partition: int) -> None:
-    pipe.hset(f"{{ses:{partition}}}:sessions", user, f"[{entry(user)}]")
+    pipe.hset(f"{{ses:{partition}}}:sessions", user, entry(user))
     pipe.zadd(f"{{ses:{partition}}}:ends", {user: TS + 60})
 
 

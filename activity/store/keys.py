@@ -240,7 +240,7 @@ PV_TAG = "{pv}"
 @family("{ses}:session:<user>", "list", fixed(lambda: conf.settings.SESSION_WINDOW))
 def session(user: str) -> str:
     """List: the user's current navigation session, sorted by ts, oldest page first, renewed by
-    each view it takes; an entry is ``store.sessions.entry``'s "<ts> <path>"."""
+    each view it takes; an entry is ``store.sessions.entry``'s ``<ts> <path>``."""
     return f"{prefix()}{SESSIONS_TAG}:session:{user}"
 
 

@@ -5,7 +5,7 @@
 -- which a session open at the upgrade holds until it ends. Defines one local function; no KEYS, no
 -- ARGV.
 local function entry_parts(entry)
-  if string.byte(entry, 1) == 123 then
+  if string.sub(entry, 1, 1) == '{' then
     local ok, decoded = pcall(cjson.decode, entry)
     if ok and type(decoded) == 'table' and type(decoded.path) == 'string' and type(decoded.ts) == 'number' then
       return decoded.path, decoded.ts

@@ -70,8 +70,8 @@ def entry_view(row: str) -> tuple[str, float]:
         decoded = json.loads(row)
         path, ts = (decoded.get("path"), decoded.get("ts")) if isinstance(decoded, dict) else (None, None)
     else:
-        ts, space, path = row.partition(" ")
-        ts = float(ts) if space else None
+        stamp, space, path = row.partition(" ")
+        ts = float(stamp) if space else None
     if not (isinstance(path, str) and isinstance(ts, int | float)):
         raise ValueError(f"not a session entry: {row!r}")
     return path, float(ts)

@@ -16,10 +16,10 @@
 -- ARGV[4]  session window, milliseconds (>= 1); ARGV[5] pages kept (N >= 1)
 -- ARGV[6]  TTL of the started counter, seconds (>= 1)
 -- ARGV[7]  linked visitors kept (M >= 1); ARGV[8] their set's TTL, seconds (>= 1)
--- ARGV[9..]  2 per visitor page, oldest first: entry (store.sessions.entry), ts
+-- ARGV[9..]  the visitor's pages, oldest first: entries (store.sessions.entry)
 -- Returns  the session's length after the join; -1 for a tombstoned user (nothing written).
-if #KEYS ~= 4 or #ARGV < 8 or (#ARGV - 8) % 2 ~= 0 then
-  return redis.error_reply('signin_join: expected 4 keys, 8 arguments and 2 per page')
+if #KEYS ~= 4 or #ARGV < 8 then
+  return redis.error_reply('signin_join: expected 4 keys, 8 arguments and then the pages')
 end
 local now, window, keep = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local started_ttl, linked_max, linked_ttl = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -36,7 +36,7 @@ redis.call('ZADD', linked, now, ARGV[3])
 redis.call('ZREMRANGEBYRANK', linked, 0, -linked_max - 1)
 redis.call('EXPIRE', linked, linked_ttl)
 
-local pages = (#ARGV - 8) / 2
+local pages = #ARGV - 8
 if pages == 0 then
   return redis.call('LLEN', session)
 end
@@ -47,7 +47,8 @@ local function ts_of(entry)
   return ts or 0
 end
 for v = 1, pages do
-  local entry, ts = ARGV[7 + 2 * v], tonumber(ARGV[8 + 2 * v]) or 0
+  local entry = ARGV[8 + v]
+  local ts = ts_of(entry)
   while u <= #own and ts_of(own[u]) < ts do
     merged[#merged + 1] = own[u]
     u = u + 1

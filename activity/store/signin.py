@@ -87,8 +87,7 @@ def continue_visitor(
     pipe = client.pipeline(transaction=False)
     args: list[str | int] = [user, repr(now), visitor, int(window_s * 1000), int(max_pages)]
     args += [lifetimes.page_stats_ttl(stats_days), int(max_linked), keys.VISITOR_LINK_DAYS * 86400]
-    for ts, _, row in pages:
-        args += [row, repr(ts)]
+    args += [row for _, _, row in pages]
     join_keys = [keys.tombstones("ses"), keys.session(user), keys.sessions_started(day_name(day))]
     joined = pipe.script(SIGNIN_JOIN, [*join_keys, keys.linked_visitors(user)], args)
     link_args = [user, keys.VISITOR_LINK_DAYS * 86400, visitor_bytes, calendar.day_number(day), repr(now)]

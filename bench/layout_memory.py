@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 
 import redis
 
+from activity.store import sessions
 from bench import harness
 from project.redis_server import PrivateRedis
 
@@ -42,8 +43,7 @@ Writer = Callable[[redis.client.Pipeline, str, int], None]
 
 
 def entry(user: str) -> str:
-    """A session entry as ``store.sessions.entry`` writes it."""
-    return f"{TS!r} /p/{int(user) % 500}"
+    return sessions.entry(f"/p/{int(user) % 500}", TS)
 
 
 def viewer_per_user(pipe: redis.client.Pipeline, user: str, _: int) -> None:

@@ -33,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +48,10 @@ SHAPES = {
 }
 
 
-def count(checkout: Path, users: int, profile: Path | None = None, label: str = "") -> dict[str, float]:
-    """Instructions per event of each shape with ``checkout``'s code (a process of its own, against a
-    redis-server of its own under callgrind); with ``profile``, each shape's callgrind dump kept there
-    as ``<label>-<shape>.callgrind``."""
+@contextmanager
+def callgrind_server() -> Iterator[tuple[str, int, Path]]:
+    """A private redis-server under callgrind, its instrumentation off until a ``counted_block``:
+    (its URL, its pid, the folder of its dumps)."""
     from project.redis_server import answers, free_port, server_binary
 
     folder = Path(tempfile.mkdtemp(prefix="redis-instructions-"))
@@ -67,6 +69,30 @@ def count(checkout: Path, users: int, profile: Path | None = None, label: str = 
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("redis-server under callgrind did not start")
             time.sleep(0.2)
+        yield url, server.pid, folder
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def counted_block(pid: int, folder: Path, run: Callable[[], Any]) -> Path:
+    """Run ``run`` with the instrumentation of server ``pid`` on: the callgrind dump of what the
+    server ran meanwhile (in ``folder``), its count read by ``total``."""
+    subprocess.run(["callgrind_control", "--instr=on", str(pid)], check=True, capture_output=True)
+    try:
+        run()
+    finally:
+        subprocess.run(["callgrind_control", "--instr=off", str(pid)], check=True, capture_output=True)
+    subprocess.run(["callgrind_control", "--dump", str(pid)], check=True, capture_output=True)
+    return max(folder.glob("callgrind.out.*"), key=lambda path: int(path.suffix[1:]))  # the newest
+
+
+def count(checkout: Path, users: int, profile: Path | None = None, label: str = "") -> dict[str, float]:
+    """Instructions per event of each shape with ``checkout``'s code (a process of its own, against a
+    redis-server of its own under callgrind); with ``profile``, each shape's callgrind dump kept there
+    as ``<label>-<shape>.callgrind``."""
+    with callgrind_server() as (url, pid, folder):
         env = {
             **os.environ,
             "PYTHONPATH": str(checkout),
@@ -81,17 +107,13 @@ def count(checkout: Path, users: int, profile: Path | None = None, label: str = 
         # ``http``).
         run_this = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
         child = [sys.executable, "-c", run_this, str(Path(__file__).resolve()), "--child", "--users", str(users)]
-        child += ["--server-pid", str(server.pid), "--dumps", str(folder)]
+        child += ["--server-pid", str(pid), "--dumps", str(folder)]
         if profile:
             child += ["--profile", str(profile / label)]
         run = subprocess.run(child, cwd=checkout, env=env, capture_output=True, text=True)
         if run.returncode:
             raise RuntimeError(f"counting {checkout} failed:\n{run.stderr[-3000:]}")
         return json.loads(run.stdout.splitlines()[-1])
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def counted_shapes(pid: int, users: int, folder: Path, profile: Path | None) -> dict[str, float]:
@@ -138,16 +160,14 @@ def counted_shapes(pid: int, users: int, folder: Path, profile: Path | None) -> 
     }
     counts = {}
     for name, (send, step) in shapes.items():
-        for counting in (False, True):  # a warm-up pass, then the counted one
+
+        def send_all(send: Callable[[int], None] = send, step: int = step) -> None:
             moment[0] += step
-            if counting:
-                subprocess.run(["callgrind_control", "--instr=on", str(pid)], check=True, capture_output=True)
             for first in range(0, users, BATCH):
                 send(first)
-            if counting:
-                subprocess.run(["callgrind_control", "--instr=off", str(pid)], check=True, capture_output=True)
-                subprocess.run(["callgrind_control", "--dump", str(pid)], check=True, capture_output=True)
-        dump = max(folder.glob("callgrind.out.*"), key=lambda path: int(path.suffix[1:]))  # since the one before
+
+        send_all()  # a warm-up pass, then the counted one
+        dump = counted_block(pid, folder, send_all)
         counts[name] = total(dump) / users
         if profile:
             shutil.copy(dump, f"{profile}-{name}.callgrind")

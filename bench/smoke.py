@@ -29,6 +29,7 @@ from bench import harness
 # Arguments that make each bench run in seconds, and the environment it needs beside them.
 SMOKE: dict[str, tuple[list[str], dict[str, str]]] = {
     "bots": (["--rounds", "1", "--repeat", "20"], {}),
+    "call_cost": (["--smoke"], {}),
     "capacity": (["--smoke"], {}),
     # The suite's three faults and the retrying clients (tests/test_chaos.py runs the three alone).
     "chaos": (["--only", "redis-sigkill,granian-hup,celery-sigkill,redis-stall-retries", "--sqlite"], {}),
@@ -56,7 +57,14 @@ SMOKE: dict[str, tuple[list[str], dict[str, str]]] = {
     "transitions": (["--users", "100", "--pages", "20", "--views", "200", "--batch", "100", "--rounds", "1"], {}),
 }
 # The program a bench needs beside Python's and Redis's (Debian's package of the same name).
-NEEDS = {"gc_pauses": "wrk", "http": "wrk", "live": "wrk", "servers": "wrk", "redis_instructions": "valgrind"}
+NEEDS = {
+    "call_cost": "valgrind",
+    "gc_pauses": "wrk",
+    "http": "wrk",
+    "live": "wrk",
+    "servers": "wrk",
+    "redis_instructions": "valgrind",
+}
 
 
 def benches() -> list[str]:

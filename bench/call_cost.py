@@ -20,7 +20,6 @@ Writes bench/results/call_cost.json and .md.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import time
 from collections.abc import Callable
@@ -34,18 +33,12 @@ SIZES = (200, 4, 1, 0)
 Send = Callable[[Any, list], Any]  # queues one call (the keys' count, keys, arguments) on a pipeline
 WINDOW_MS, KEEP, DAY = 60_000, 50, 86_400
 # Scripts that do less than session_record, with its keys and arguments (its first 4 keys and 10
-# arguments, the window in ARGV[4]; then a session key per view, and a user and entry each).
-APPEND = """
+# arguments, the window in ARGV[4]; then a session key per view, and a user and entry each): each
+# view appended and its list's TTL renewed, with ``{read}`` before.
+APPENDING = """
 -- KEYS[5..] session lists; ARGV[4] the window, ms; ARGV[2 i + 2] key i's entry. Returns 0.
 for i = 5, #KEYS do
-  redis.call('RPUSH', KEYS[i], ARGV[2 * i + 2])
-  redis.call('PEXPIRE', KEYS[i], ARGV[4])
-end
-return 0"""
-READ_AND_APPEND = """
--- KEYS[5..] session lists; ARGV[4] the window, ms; ARGV[2 i + 2] key i's entry. Returns 0.
-for i = 5, #KEYS do
-  redis.call('LINDEX', KEYS[i], '-1')
+  {read}
   redis.call('RPUSH', KEYS[i], ARGV[2 * i + 2])
   redis.call('PEXPIRE', KEYS[i], ARGV[4])
 end
@@ -95,13 +88,17 @@ def main() -> None:
                 args += [str(user), entry(f"/p/{page}", moment[0])]
             return [len(script_keys), *script_keys, *args]
 
+        def call_starts(per_call: int) -> range:
+            """The first view of each call of a run, ``per_call`` views a call (``views`` calls of none)."""
+            return range(0, views, per_call or 1)
+
         def per_run(send: Send, per_call: int, transitions: str = "1", step: bool = False) -> int:
             """Instructions of one run of ``views`` views ``per_call`` a call (``views`` calls of none
             at 0), after a warm-up run."""
 
             def run() -> None:
                 pipe = client.pipeline(transaction=False)
-                for first in range(0, views, per_call or 1):
+                for first in call_starts(per_call):
                     send(pipe, call_args(range(first, min(first + per_call, views)), transitions, step))
                 pipe.execute()
 
@@ -134,7 +131,7 @@ def main() -> None:
         sizes = {}
         for size in SIZES:
             found = {name: per_run(send, size) for name, send in (("EVALSHA", evalsha), ("FCALL", fcall))}
-            per_call = {name: count / (math.ceil(views / size) if size else views) for name, count in found.items()}
+            per_call = {name: count / len(call_starts(size)) for name, count in found.items()}
             sizes[size] = {name: {"per_call": per_call[name], "per_view": found[name] / views} for name in found}
             shown = min(size, views)
             row = [f"`session_record`, {shown} view{'' if shown == 1 else 's'} a call"]
@@ -162,7 +159,8 @@ def main() -> None:
         parts_table.append(["in all", f"{cuts[-1][1]:,.0f}"])
 
         # 3. A view in calls of 200 against scripts that do less.
-        append, read_and_append = client.script_load(APPEND), client.script_load(READ_AND_APPEND)
+        append = client.script_load(APPENDING.format(read=""))
+        read_and_append = client.script_load(APPENDING.format(read="redis.call('LINDEX', KEYS[i], '-1')"))
         variants = {
             "`session_record`, the same page again": per_run(evalsha, 200),
             "`session_record`, each view a step from the last page": per_run(evalsha, 200, step=True),

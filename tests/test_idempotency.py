@@ -3,6 +3,7 @@ its first attempt was answered, lost to a timeout, or arrives late after a retry
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -284,11 +285,20 @@ def test_a_task_delivered_twice_to_a_real_worker_counts_once(redis_client, tmp_p
 
 
 def pause_writes(url: str, seconds: float) -> None:
+    """Pause the server's writes; CLIENT PAUSE answers once the pause holds."""
     redis.Redis.from_url(url).execute_command("CLIENT", "PAUSE", int(seconds * 1000), "WRITE")
 
 
 def sleep_server(url: str, seconds: float) -> None:
-    redis.Redis.from_url(url).execute_command("DEBUG", "SLEEP", seconds)
+    """Put the server to sleep and return once it sleeps: DEBUG SLEEP answers only when it wakes, so
+    it runs on a thread, and a PING that no longer answers shows the sleep holds."""
+    threading.Thread(target=lambda: redis.Redis.from_url(url).execute_command("DEBUG", "SLEEP", seconds)).start()
+    probe = redis.Redis.from_url(url, socket_timeout=0.05)
+    deadline = time.monotonic() + seconds
+    with contextlib.suppress(redis.TimeoutError):
+        while time.monotonic() < deadline:
+            probe.ping()
+            time.sleep(0.01)
 
 
 @pytest.mark.django_db
@@ -304,10 +314,9 @@ def test_a_client_retrying_every_503_with_its_key_counts_each_page_view_once(
     stall_next = [False]
 
     def stalled_send(*args, **kwargs):
-        if stall_next[0]:  # a batch's first send
+        if stall_next[0]:  # a batch's first send, once the stall holds
             stall_next[0] = False
-            threading.Thread(target=stall, args=(stalling_redis.url, stall_s)).start()
-            time.sleep(0.1)  # the stall reaches the server before the batch
+            stall(stalling_redis.url, stall_s)
         return record(*args, **kwargs)
 
     monkeypatch.setattr(ingest, "record_events", stalled_send)

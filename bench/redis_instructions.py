@@ -9,8 +9,9 @@ code driving them, nothing else of the bench imported), against a private redis-
 ``valgrind --tool=callgrind`` with its instrumentation off until a shape's batches start: users each
 with a page view and a visit today, then per shape (``bench.capacity``'s: a returning user's last
 seen, a returning user's page view, a user's first page view in this process today, a new anonymous
-visitor) one warm-up pass and one counted pass through ``ingest.record_events`` in batches of
-1,000. Counted: everything redis-server ran meanwhile (parsing, scripts, commands, replies).
+visitor; then a returning user's page view again, once other users hold the top viewers' places)
+one warm-up pass and one counted pass through ``ingest.record_events`` in batches of 1,000.
+Counted: everything redis-server ran meanwhile (parsing, scripts, commands, replies).
 
     python -m bench.redis_instructions                     # 20,000 users
     python -m bench.redis_instructions --against ../other  # and another checkout, side by side
@@ -45,7 +46,12 @@ SHAPES = {
     "page_view": "page view, returning user",
     "first_page_view": "page view, the user's first in this process today",
     "anonymous": "anonymous visit, a new visitor",
+    "page_view_below_top": "page view, returning user below the top viewers",
 }
+# Users given more views than the bench's users reach, as many as the top viewers keep
+# (``store.sessions.CANDIDATES``), so the last shape's views stay below the bar, as most of a real
+# site's do; in the others every user has as many views as every other and ties it.
+TOP_VIEWERS, TOP_VIEWS = 1000, 20
 
 
 @contextmanager
@@ -152,14 +158,23 @@ def counted_shapes(pid: int, users: int, folder: Path, profile: Path | None) -> 
         fresh[0] += BATCH
         record([], visitors(fresh[0]))
 
+    def top_viewers() -> None:
+        for _ in range(TOP_VIEWS):
+            record([Event(f"top{n}", moment[0], "/p/top") for n in range(TOP_VIEWERS)])
+
+    def nothing() -> None:
+        pass
+
     shapes = {
-        "last_seen": (lambda first: record(events(first, False)), 1),
-        "page_view": (lambda first: record(events(first, True)), 1),
-        "first_page_view": (lambda first: record(events(first, True)), FORGET),
-        "anonymous": (anonymous, 1),
+        "last_seen": (lambda first: record(events(first, False)), 1, nothing),
+        "page_view": (lambda first: record(events(first, True)), 1, nothing),
+        "first_page_view": (lambda first: record(events(first, True)), FORGET, nothing),
+        "anonymous": (anonymous, 1, nothing),
+        "page_view_below_top": (lambda first: record(events(first, True)), 1, top_viewers),
     }
     counts = {}
-    for name, (send, step) in shapes.items():
+    for name, (send, step, prepare) in shapes.items():
+        prepare()
 
         def send_all(send: Callable[[int], None] = send, step: int = step) -> None:
             moment[0] += step

@@ -56,6 +56,19 @@ USER_PARAMETER = OpenApiParameter(
 )
 
 
+def cache_header(description: str | None = None) -> OpenApiParameter:
+    """The ``X-Cache`` header of a read served from a cached copy: fresh, built for it, or stale."""
+    return OpenApiParameter(
+        "X-Cache",
+        str,
+        OpenApiParameter.HEADER,
+        enum=["hit", "miss", "stale"],
+        required=True,
+        response=[200],
+        description=description,
+    )
+
+
 def user_from_url(value: str) -> str:
     """The ``<user>`` URL argument, validated like any other user id (400 when malformed)."""
     try:
@@ -252,19 +265,11 @@ class ReportView(ServiceView):
         parameters=[
             OpenApiParameter("name", str, OpenApiParameter.PATH, enum=list(reports.REGISTRY)),
             s.ReportQuerySerializer,
-            OpenApiParameter(
-                "X-Cache",
-                str,
-                OpenApiParameter.HEADER,
-                enum=["hit", "miss", "stale"],
-                required=True,
-                response=[200],
-                description=(
-                    "hit: a fresh copy (active-by-name: every viewer so far is in); miss: built for this request; "
-                    "stale: the previous copy, served while another client rebuilds it (active-by-name: some new "
-                    "viewers are not merged in yet and are missing; the refresh job merges them, normally within "
-                    f"{REPORT_REFRESH_INTERVAL} seconds)."
-                ),
+            cache_header(
+                "hit: a fresh copy (active-by-name: every viewer so far is in); miss: built for this request; "
+                "stale: the previous copy, served while another client rebuilds it (active-by-name: some new "
+                "viewers are not merged in yet and are missing; the refresh job merges them, normally within "
+                f"{REPORT_REFRESH_INTERVAL} seconds)."
             ),
             *HEADERS,
         ],
@@ -446,9 +451,7 @@ class NextPagesView(ServiceView):
     @operation(
         parameters=[
             s.NextPagesQuerySerializer,
-            OpenApiParameter(
-                "X-Cache", str, OpenApiParameter.HEADER, enum=["hit", "miss", "stale"], required=True, response=[200]
-            ),
+            cache_header(),
             *HEADERS,
         ],
         responses=responses({200: s.NextPagesSerializer}, 400, 404),
@@ -473,9 +476,7 @@ class RetentionView(ServiceView):
     @operation(
         parameters=[
             s.RetentionQuerySerializer,
-            OpenApiParameter(
-                "X-Cache", str, OpenApiParameter.HEADER, enum=["hit", "miss", "stale"], required=True, response=[200]
-            ),
+            cache_header(),
             *HEADERS,
         ],
         responses=responses({200: s.RetentionSerializer}, 400, 404),

@@ -9,7 +9,9 @@ and as a function of a Redis Functions library (FCALL), beside a script that onl
 with no view is then timed part by part, the script cut short (``return 0``) before each of its
 top-level statements. Last, a view in calls of 200 against scripts that do less: a step from the
 user's last page, transitions off, and scripts that only append (``RPUSH`` and ``PEXPIRE``, and
-``LINDEX`` before them).
+``LINDEX`` before them), beside one that appends into a per-partition layout of fixed keys: each
+user's entries in one field of a hash (read, appended to, written back) and the session's end in a
+sorted set, the TTL's stand-in.
 
     python -m bench.call_cost           # 800 views a run
     python -m bench.call_cost --smoke   # 40
@@ -41,6 +43,19 @@ for i = 5, #KEYS do
   {read}
   redis.call('RPUSH', KEYS[i], ARGV[2 * i + 2])
   redis.call('PEXPIRE', KEYS[i], ARGV[4])
+end
+return 0"""
+# The same appends into a per-partition layout, keys that do not grow with the call: the sessions of
+# the partition's users in one hash, their ends in one sorted set (for a prune to act on: Redis 7.0
+# has no per-field expiry).
+PARTITIONED = """
+-- KEYS[1] sessions (hash: user -> entries, newline-joined), KEYS[2] their ends (zset: user -> ms);
+-- ARGV[1] the window, ms; ARGV[2] now, ms; ARGV[3..] a user and an entry per view. Returns 0.
+local ends = string.format('%d', tonumber(ARGV[2]) + tonumber(ARGV[1]))
+for a = 3, #ARGV, 2 do
+  local entries = redis.call('HGET', KEYS[1], ARGV[a])
+  redis.call('HSET', KEYS[1], ARGV[a], entries and entries .. '\\n' .. ARGV[a + 1] or ARGV[a + 1])
+  redis.call('ZADD', KEYS[2], ends, ARGV[a])
 end
 return 0"""
 
@@ -88,18 +103,35 @@ def main() -> None:
                 args += [str(user), entry(f"/p/{page}", moment[0])]
             return [len(script_keys), *script_keys, *args]
 
+        def partitioned_args(users: range, sessions: str) -> list:
+            """``PARTITIONED``'s keys (after their count: the hash ``sessions``, the ends) and
+            arguments for ``users``' views now."""
+            moment[0] += 0.001
+            args = [str(WINDOW_MS), str(round(moment[0] * 1000))]
+            for user in users:
+                args += [str(user), entry(f"/p/{user % 7}", moment[0])]
+            return [2, sessions, "c:ends", *args]
+
         def call_starts(per_call: int) -> range:
             """The first view of each call of a run, ``per_call`` views a call (``views`` calls of none)."""
             return range(0, views, per_call or 1)
 
-        def per_run(send: Send, per_call: int, transitions: str = "1", step: bool = False) -> int:
+        def per_run(
+            send: Send,
+            per_call: int,
+            transitions: str = "1",
+            step: bool = False,
+            built: Callable[[range], list] | None = None,
+        ) -> int:
             """Instructions of one run of ``views`` views ``per_call`` a call (``views`` calls of none
-            at 0), after a warm-up run."""
+            at 0), after a warm-up run; each call's keys and arguments ``session_record``'s, or
+            ``built``'s."""
 
             def run() -> None:
                 pipe = client.pipeline(transaction=False)
                 for first in call_starts(per_call):
-                    send(pipe, call_args(range(first, min(first + per_call, views)), transitions, step))
+                    users = range(first, min(first + per_call, views))
+                    send(pipe, built(users) if built else call_args(users, transitions, step))
                 pipe.execute()
 
             run()
@@ -168,6 +200,18 @@ def main() -> None:
             "`LINDEX`, `RPUSH` and `PEXPIRE` a view": per_run(by_sha(read_and_append), 200),
             "`RPUSH` and `PEXPIRE` a view": per_run(by_sha(append), 200),
         }
+        # The per-partition layout twice: on new sessions (a page, then a second), then on sessions
+        # of as many pages as the lists hold now.
+        partitioned = by_sha(client.script_load(PARTITIONED))
+        name = "a per-partition hash: `HGET`, `HSET` and a `ZADD` of the end a view, 2 keys a call"
+        variants[f"{name}, new sessions"] = per_run(
+            partitioned, 200, built=lambda users: partitioned_args(users, "c:new-sessions")
+        )
+        lists = [client.lrange(f"c:session:{user}", 0, -1) for user in range(views)]
+        client.hset("c:sessions", mapping={str(user): b"\n".join(found) for user, found in enumerate(lists)})
+        variants[f"{name}, sessions as long as the lists ({len(lists[0])} pages)"] = per_run(
+            partitioned, 200, built=lambda users: partitioned_args(users, "c:sessions")
+        )
         variants_table = [["calls of 200", "instructions a view"]]
         variants_table += [[name, f"{count / views:,.0f}"] for name, count in variants.items()]
 

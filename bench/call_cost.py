@@ -203,13 +203,13 @@ def main() -> None:
         # The per-partition layout twice: on new sessions (a page, then a second), then on sessions
         # of as many pages as the lists hold now.
         partitioned = by_sha(client.script_load(PARTITIONED))
-        name = "a per-partition hash: `HGET`, `HSET` and a `ZADD` of the end a view, 2 keys a call"
-        variants[f"{name}, new sessions"] = per_run(
+        hashed = "a per-partition hash: `HGET`, `HSET` and a `ZADD` of the end a view, 2 keys a call"
+        variants[f"{hashed}, new sessions"] = per_run(
             partitioned, 200, built=lambda users: partitioned_args(users, "c:new-sessions")
         )
         lists = [client.lrange(f"c:session:{user}", 0, -1) for user in range(views)]
         client.hset("c:sessions", mapping={str(user): b"\n".join(found) for user, found in enumerate(lists)})
-        variants[f"{name}, sessions as long as the lists ({len(lists[0])} pages)"] = per_run(
+        variants[f"{hashed}, sessions as long as the lists ({len(lists[0])} pages)"] = per_run(
             partitioned, 200, built=lambda users: partitioned_args(users, "c:sessions")
         )
         variants_table = [["calls of 200", "instructions a view"]]

@@ -158,6 +158,9 @@ def counted_shapes(pid: int, users: int, folder: Path, profile: Path | None) -> 
         fresh[0] += BATCH
         record([], visitors(fresh[0]))
 
+    def page_views(first: int) -> None:
+        record(events(first, True))
+
     def top_viewers() -> None:
         for _ in range(TOP_VIEWS):
             record([Event(f"top{n}", moment[0], "/p/top") for n in range(TOP_VIEWERS)])
@@ -167,10 +170,10 @@ def counted_shapes(pid: int, users: int, folder: Path, profile: Path | None) -> 
 
     shapes = {
         "last_seen": (lambda first: record(events(first, False)), 1, nothing),
-        "page_view": (lambda first: record(events(first, True)), 1, nothing),
-        "first_page_view": (lambda first: record(events(first, True)), FORGET, nothing),
+        "page_view": (page_views, 1, nothing),
+        "first_page_view": (page_views, FORGET, nothing),
         "anonymous": (anonymous, 1, nothing),
-        "page_view_below_top": (lambda first: record(events(first, True)), 1, top_viewers),
+        "page_view_below_top": (page_views, 1, top_viewers),
     }
     counts = {}
     for name, (send, step, prepare) in shapes.items():

@@ -12,9 +12,11 @@ CPUs only take turns on them (granian warns at start when the workers outnumber 
 that dies is started again. A worker serves up to ``BACKPRESSURE`` requests at once (granian's
 default, its backlog over the workers, is 1,024 for a one-worker server): each open live stream is
 one (``GET /api/v1/live/``, docs/live.md), so a worker holds thousands of dashboards open and still
-takes new requests. Any other granian option goes through its own ``GRANIAN_*`` environment
-variables (``GRANIAN_ACCESS_LOG=1``, for example).
-"""
+takes new requests. A worker told to stop (a shutdown, a reload, the end of its lifetime) has
+``WORKERS_KILL_TIMEOUT`` seconds to finish its requests, then granian kills it: granian waits for a
+worker's open connections, and an open live stream never ends on its own (nor does a worker told to
+stop while it starts). Its batches' thread has sent what it held by then. Any other granian option
+goes through its own ``GRANIAN_*`` environment variables (``GRANIAN_ACCESS_LOG=1``, for example)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 
 APPLICATION = "project.asgi:application"
 BACKPRESSURE = 8192  # requests a worker serves at once, open live streams included
+WORKERS_KILL_TIMEOUT = 5  # seconds a stopping worker has to finish its requests
 
 
 def default_workers() -> int:
@@ -55,5 +58,7 @@ def granian_command(python: str, env: Mapping[str, str], application: str = APPL
         "--backpressure",
         str(BACKPRESSURE),
         "--respawn-failed-workers",
+        "--workers-kill-timeout",
+        str(WORKERS_KILL_TIMEOUT),
         application,
     ]

@@ -5,6 +5,7 @@ as the live stream (Django's test servers are WSGI)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -61,4 +62,8 @@ def served_site(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Site]:
         yield Site(port, made.stdout.split()[-1], server.pid)
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)  # and its workers: nothing outlives the test
+            raise

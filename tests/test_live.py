@@ -9,6 +9,8 @@ import concurrent.futures
 import contextlib
 import itertools
 import json
+import os
+import signal
 import socket
 import time
 import urllib.request
@@ -25,6 +27,7 @@ from activity.events import Event
 from activity.services import ingest
 from activity.web.api import live
 from activity.web.api.authentication import STANDING_TTL, TOKEN_CACHE_TTL, still_allowed
+from project.serving import WORKERS_KILL_TIMEOUT
 from tests.clients import APIClient
 from tests.redis_counts import command_calls
 from tests.served import Site, served_site
@@ -299,3 +302,17 @@ def test_one_reader_serves_every_stream_of_the_process(redis_client, site):
         for sock in socks:
             sock.close()
     assert reads <= 6, reads
+
+
+def test_a_server_told_to_stop_with_a_stream_open_stops(tmp_path):
+    """granian waits for a stopping worker's open connections, and a live stream never ends on its
+    own: the worker is killed after its kill timeout, so the stream's client sees its connection
+    close (to reconnect to the server that replaces it), and the server exits (``served_site``
+    waits for it, 30 s at most)."""
+    with served_site(tmp_path) as site:
+        sock, _ = open_stream(site)
+        os.kill(site.server_pid, signal.SIGTERM)
+        sock.settimeout(WORKERS_KILL_TIMEOUT + 10)
+        with sock:
+            while sock.recv(65536):  # a heartbeat or a change, until the connection closes
+                pass

@@ -129,8 +129,8 @@ def test_a_child_that_exits_is_started_again_and_the_site_keeps_answering(runner
     os.killpg(web, signal.SIGKILL)
     wait_for(lambda: len(runner.pids("web")) == 2, timeout=10, what="the web server started again")
     wait_for(runner.healthy, timeout=60, what="the web server answering again")
-    # Every worker of the new server up: granian stopped while a worker is still starting waits for
-    # it past the runner's 15 s grace, which would be the teardown's.
+    # Every worker of the new server up: granian stopped while a worker is still starting waits out
+    # its kill timeout (serving.WORKERS_KILL_TIMEOUT), which would be the teardown's.
     wait_for(lambda: runner.output().count("Started worker-") == 2 * default_workers(), timeout=30, what="granian")
     assert "[run] web exited with status -9" in runner.output()
     assert all(alive(pid) for pid in (runner.pids("worker")[-1], runner.pids("beat")[-1]))

@@ -205,18 +205,21 @@ class PrivatePostgres:
             self.dir = None
 
 
-def end(process: subprocess.Popen[Any] | None, sig: int = signal.SIGTERM, wait: float = 30) -> None:
-    """Stop a process started in its own process group, then whatever is left of the group."""
+def end(process: subprocess.Popen[Any] | None, sig: int = signal.SIGTERM, wait: float = 30) -> int | None:
+    """Stop a process started in its own process group, then whatever is left of the group. Its exit
+    code, or None when it had not exited ``wait`` seconds after ``sig`` (it was killed)."""
     if process is None:
-        return
+        return None
     with contextlib.suppress(ProcessLookupError):
         if process.poll() is None:
             process.send_signal(sig)
+    code = None
     with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=wait)
+        code = process.wait(timeout=wait)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=10)
+    return code
 
 
 def children(pid: int) -> list[int]:

@@ -5,7 +5,6 @@ as the live stream (Django's test servers are WSGI)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.harness import end
 from bench.slow_clients import HOST, ROOT, serve
 from bench.web import processes
 from project.redis_server import free_port
@@ -61,9 +61,5 @@ def served_site(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Site]:
         )
         yield Site(port, made.stdout.split()[-1], server.pid)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)  # and its workers: nothing outlives the test
-            raise
+        stopped = end(server)  # SIGTERM, then whatever of its group is left: nothing outlives the test
+    assert stopped is not None, "granian did not stop within 30 s of SIGTERM"

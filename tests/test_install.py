@@ -28,12 +28,10 @@ Deselect with ``-m 'not install'``; CI runs it.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
 import re
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -53,6 +51,7 @@ import redis
 
 import activity
 from activity.store.last_seen import partition_index
+from bench.harness import end
 from project.redis_server import PrivateRedis, free_port
 from tests.conftest import ARTIFACTS
 
@@ -374,22 +373,6 @@ def start(command: list[str], site: Site, env: dict[str, str], log: Path) -> sub
         )
 
 
-def stop(process: subprocess.Popen) -> int | None:
-    """SIGTERM (a worker's warm shutdown), then SIGKILL for whatever of its group is left: nothing it
-    started outlives the test. Its exit code, or None when it had to be killed."""
-    code = process.poll()
-    if code is None:
-        process.terminate()
-        try:
-            code = process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            code = None
-    with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=10)
-    return code
-
-
 @dataclass(frozen=True)
 class Served:
     """The site running: its server's URL, a token of its superuser, and its Celery worker."""
@@ -428,7 +411,7 @@ def served(site) -> Iterator[Served]:
         yield Served(url, token, worker, worker_log)
     finally:
         for process in processes:
-            stop(process)
+            end(process, wait=20)  # SIGTERM, then whatever of its group is left
 
 
 def test_the_docs_page_and_the_dashboard_load_everything_from_the_site(site, served, chromium):
@@ -484,6 +467,6 @@ def test_a_celery_worker_with_beat_flushes_what_the_site_records(site, served, r
         assert time.monotonic() < deadline, f"no flush in {FLUSH_WAIT_S} s:\n{served.worker_log.read_text()}"
         time.sleep(0.2)
     assert rows[0][1] is None  # an id of no Django user
-    assert stop(served.worker) == 0, served.worker_log.read_text()  # a warm shutdown, beat with it
+    assert end(served.worker, wait=20) == 0, served.worker_log.read_text()  # a warm shutdown, beat with it
     log = served.worker_log.read_text()
     assert re.search(r"Task activity\.flush\[[\w-]+\] succeeded", log), log

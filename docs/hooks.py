@@ -111,7 +111,7 @@ def _duration(seconds: int) -> str:
 def key_schema() -> str:
     """One row per key family: pattern, Redis type, lifetime, and the first paragraph of its builder's docstring."""
     _django()
-    from activity.store import families, lifetimes
+    from activity.store import families
 
     rows = ["| key (after `ACTIVITY_KEY_PREFIX`) | type | TTL | holds |", "|---|---|---|---|"]
     for family in families.FAMILIES:
@@ -125,7 +125,7 @@ def key_schema() -> str:
         elif kind == "generation":
             lifetime = (
                 f"until {family.lifetime.keep_days} days past the end of its generation of"
-                f" {lifetimes.GENERATION_DAYS} days (read from the name)"
+                f" {family.lifetime.generation_days} days (read from the name)"
             )
         else:
             lifetime = LIFETIMES[kind]

@@ -306,7 +306,7 @@ def test_export_and_erase_find_the_visitor_in_an_older_generation_and_the_legacy
     shows it and the erase removes it from both."""
     then = clock.now()
     ingest.record_events([Event(user=GONE, ts=then)])
-    later = then + (lifetimes.GENERATION_DAYS + 10) * 86400
+    later = then + (lifetimes.VISITORS.days + 10) * 86400
     monkeypatch.setattr(clock, "now", lambda: later)
     for period, bitmap in zip(PERIODS, audience_store.BITS, strict=True):  # long expired by ``later``
         redis_client.delete(bitmap(name_of(period, day_of(then))))

@@ -251,7 +251,7 @@ def test_erase_removes_the_links_and_the_export_shows_them(at, staff_api, redis_
     assert signin.visitor_session(VISITOR) == []
     shard = audience_store.shard_of(bytes.fromhex(VISITOR))
     assert not redis_client.exists(keys.visitor_link(shard, VISITOR), keys.linked_visitors("42"))
-    generation = keys.visitor_generation(shard, lifetimes.generation_of(DAY))
+    generation = keys.visitor_generation(shard, lifetimes.VISITORS.of(DAY))
     assert not redis_client.hexists(generation, bytes.fromhex(VISITOR))  # its first visit too
     assert staff_api.get("/api/v1/users/42/activity/export/").status_code == 404
     signin.continue_visitor(VISITOR, "42")  # signing in while tombstoned links nothing

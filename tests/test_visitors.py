@@ -171,9 +171,9 @@ def test_every_key_has_a_ttl_beyond_a_month_and_first_visits_one_of_400_to_500_d
             assert ttl == -1, key
         elif re.search(r"\{vis:\d+\}:gen:", key):  # until 400 days past the end of the generation
             assert (
-                lifetimes.VISITOR_KEEP_DAYS * DAY
+                lifetimes.VISITORS.keep_days * DAY
                 < ttl
-                <= (lifetimes.VISITOR_KEEP_DAYS + lifetimes.GENERATION_DAYS) * DAY
+                <= (lifetimes.VISITORS.keep_days + lifetimes.VISITORS.days) * DAY
             ), key
         else:  # a day's, week's or month's key: kept past the last day of its period
             assert re.search(r":(day|new|week|month):", key), key
@@ -231,7 +231,7 @@ def test_a_first_visit_kept_before_generations_is_merged_by_the_sweep_and_keeps_
     assert sum(visit(visitor.hex(), NOON + DAY) for visitor in (kept, early, late)) == 0
     first_days = [redis_client.hget(homes[visitor][0], visitor) for visitor in (kept, early, late)]
     assert first_days == ["20000", "20001", "20001"]  # the earlier day of both, wherever it was
-    assert all(redis_client.ttl(homes[visitor][0]) > lifetimes.VISITOR_KEEP_DAYS * DAY for visitor in homes)
+    assert all(redis_client.ttl(homes[visitor][0]) > lifetimes.VISITORS.keep_days * DAY for visitor in homes)
 
 
 def test_the_sweep_merges_a_legacy_hash_larger_than_one_step(at, redis_client, monkeypatch):
@@ -243,7 +243,7 @@ def test_the_sweep_merges_a_legacy_hash_larger_than_one_step(at, redis_client, m
     with CommandDelta(redis_client) as calls:
         assert sweep.sweep().merged == 1
     assert redis_client.exists(legacy) == 0
-    assert redis_client.hlen(keys.visitor_generation(3, lifetimes.generation_of(calendar.day_of(NOON)))) == 600
+    assert redis_client.hlen(keys.visitor_generation(3, lifetimes.VISITORS.of(calendar.day_of(NOON)))) == 600
     assert 6 <= calls.calls["hscan"] <= 12  # a bounded step a call, then another call
 
 
@@ -268,12 +268,12 @@ def test_a_thousand_harvested_cookies_grow_no_long_lived_key_and_expire_within_t
     assert long_lived() == kept  # no key without a TTL was created or grew by a byte
     created = set(redis_client.scan_iter(match=everything, count=1000)) - before
     assert first_visit_store(redis_client)[1] == 49 + 1000
-    bound = (lifetimes.VISITOR_KEEP_DAYS + lifetimes.GENERATION_DAYS) * DAY  # docs/visitors.md, docs/key-schema.md
+    bound = (lifetimes.VISITORS.keep_days + lifetimes.VISITORS.days) * DAY  # docs/visitors.md, docs/key-schema.md
     for key in created:
         assert families.family_of(key)[0].lifetime.kind != "long-lived", key
         assert 0 < redis_client.ttl(key) <= bound, key
         if ":gen:" in key:
-            assert redis_client.ttl(key) > lifetimes.VISITOR_KEEP_DAYS * DAY, key
+            assert redis_client.ttl(key) > lifetimes.VISITORS.keep_days * DAY, key
 
 
 # --- harvest and rollup -------------------------------------------------------------------------

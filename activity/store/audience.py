@@ -73,7 +73,7 @@ def shard_of(visitor: bytes) -> int:
 
 def _generations(shard: int, day: date) -> list[str]:
     """The shard's hashes an id may be in on ``day``: each live generation's, the newest first."""
-    return [keys.visitor_generation(shard, generation) for generation in lifetimes.live_generations(day)]
+    return [keys.visitor_generation(shard, generation) for generation in lifetimes.VISITORS.live(day)]
 
 
 def visitor_home(visitor: bytes, day: date) -> tuple[list[str], str]:
@@ -125,7 +125,7 @@ def queue_visits(
             if unique:
                 per_day[day].add(visitor)
     today = day_of(now)
-    kept = lifetimes.generation_ttl(lifetimes.generation_of(today), now)
+    kept = lifetimes.VISITORS.ttl(lifetimes.VISITORS.of(today), now)
     new = Sum()
     for (shard, day), members in groups.items():
         counter, tombstones = keys.new_visitors(shard, day_name(day)), keys.tombstones(f"vis:{shard}")
@@ -142,9 +142,9 @@ def queue_merge_legacy(pipe: Pipeline, legacy: str, shard: int, now: float) -> R
     """Queue the merge of a legacy first-visit hash (``keys.visitor_seen`` of ``shard``) into the
     shard's current generation, at most ``MERGE_STEP`` entries, an id in both keeping the earlier
     day; returns its reply: the entries the hash has left (0: merged and deleted)."""
-    generation = lifetimes.generation_of(day_of(now))
+    generation = lifetimes.VISITORS.of(day_of(now))
     current = keys.visitor_generation(shard, generation)
-    return pipe.script(MERGE_VISITORS, [legacy, current], [lifetimes.generation_ttl(generation, now), MERGE_STEP])
+    return pipe.script(MERGE_VISITORS, [legacy, current], [lifetimes.VISITORS.ttl(generation, now), MERGE_STEP])
 
 
 def queue_traffic(pipe: Pipeline, kind: str, day: date, now: float, requests: int = 1) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from activity import conf
 from activity.store import lifetimes
 from activity.store.families import family, match_pattern, prefix
-from activity.store.lifetimes import COHORT, DATED, DELETE, GENERATION, LONG_LIVED, MERGED, fixed
+from activity.store.lifetimes import COHORT, DATED, DELETE, LONG_LIVED, MERGED, VISITOR_GENERATION, fixed
 
 # --- last seen and its flush queue, one hash tag {ls:<partition>} per partition
 # (ACTIVITY_LAST_SEEN_PARTITIONS): a Cluster spreads the writes; a script stays in one slot.
@@ -107,7 +107,7 @@ def traffic(day: str) -> str:
 # day's, week's and month's keys at once, so a week or month figure is one count, never a union.
 
 
-@family("{vis:<shard>}:gen:<generation>", "hash", GENERATION)
+@family("{vis:<shard>}:gen:<generation>", "hash", VISITOR_GENERATION)
 def visitor_generation(shard: int, generation: int) -> str:
     """Hash: 16-byte visitor id -> day number of its first visit ever, for the shard's visitors
     whose latest visit fell in ``generation``."""

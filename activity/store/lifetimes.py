@@ -19,6 +19,7 @@ class Lifetime:
     kind: str  # "long-lived", "ttl", "dated", "generation", "merged" or "delete"
     stray_ttl: Callable[[Mapping[str, str], float], int | None]
     keep_days: int = 0  # "dated", "generation": days kept past the end of the period the name gives
+    generation_days: int = 0  # "generation": days of one generation
 
 
 # One of the short documented list of keys that live without a TTL: never touched.
@@ -85,44 +86,51 @@ def views_hash() -> Lifetime:
     return fixed(lambda: views_hash_ttl(conf.settings.PAGE_STATS_DAYS))
 
 
-# A first visit is remembered this many days after the visitor's last visit: browsers keep a cookie
-# at most 400 days, so a visitor gone longer cannot come back with the same id.
-VISITOR_KEEP_DAYS = 400
-# Days of one generation: a visitor's entry lives in its shard's hash of the generation of its latest
-# visit, and the hash lives until VISITOR_KEEP_DAYS past the generation's last day. So an entry is
-# forgotten between 400 and 400 + 100 days after the last visit, and 5 generations can be alive at
-# once (the first-visit script's KEYS: the counter, the tombstones and the shard's 5 generations).
-GENERATION_DAYS = 100
+@dataclass(frozen=True, slots=True)
+class Generations:
+    """People's entries kept without a TTL each: an entry lives in its hash of the generation (a run
+    of ``days`` days) of its latest write, and the hash lives until ``keep_days`` past the
+    generation's last day. So an entry is forgotten between ``keep_days`` and ``keep_days + days``
+    days after its latest write, and the hashes alive at once are few and fixed in number: a script
+    names them all, never a key per person."""
+
+    days: int
+    keep_days: int
+
+    def of(self, day: date) -> int:
+        """The generation holding ``day``: its day number (days since 1970-01-01) // ``days``."""
+        return calendar.day_number(day) // self.days
+
+    def live(self, day: date) -> list[int]:
+        """The generations whose hashes may still exist on ``day``, the newest (``day``'s) first."""
+        oldest = (calendar.day_number(day) - self.keep_days) // self.days
+        return list(range(self.of(day), oldest - 1, -1))
+
+    def ttl(self, generation: int, now: float) -> int:
+        """Seconds the hashes of ``generation`` still have to live at ``now``; <= 0 once forgotten."""
+        last = calendar.EPOCH + timedelta(days=(generation + 1) * self.days - 1)
+        return calendar.seconds_left(last, self.keep_days, now)
+
+    def lifetime(self) -> Lifetime:
+        """As the writers give it; a name without a readable generation gets the longest."""
+
+        def retention(fields: Mapping[str, str], now: float) -> int:
+            try:
+                generation = int(fields["generation"])
+            except ValueError:
+                return (self.keep_days + self.days + 1) * DAY_SECONDS
+            return max(self.ttl(generation, now), 0)
+
+        return Lifetime("generation", retention, self.keep_days, self.days)
 
 
-def generation_of(day: date) -> int:
-    """The generation holding ``day``: its day number (days since 1970-01-01) // ``GENERATION_DAYS``."""
-    return calendar.day_number(day) // GENERATION_DAYS
+# A first visit is remembered 400 days after the visitor's last visit (browsers keep a cookie at most
+# 400 days, so a visitor gone longer cannot come back with the same id), in generations of 100 days:
+# 5 can be alive at once (the first-visit script's KEYS: the counter, the tombstones and the shard's
+# 5 generations).
+VISITORS = Generations(days=100, keep_days=400)
+VISITOR_GENERATION = VISITORS.lifetime()
 
-
-def live_generations(day: date) -> list[int]:
-    """The generations whose hashes may still exist on ``day``, the newest (``day``'s) first."""
-    current = generation_of(day)
-    oldest = (calendar.day_number(day) - VISITOR_KEEP_DAYS) // GENERATION_DAYS
-    return list(range(current, oldest - 1, -1))
-
-
-def generation_ttl(generation: int, now: float) -> int:
-    """Seconds the hashes of ``generation`` still have to live at ``now``; <= 0 once forgotten."""
-    last = calendar.EPOCH + timedelta(days=(generation + 1) * GENERATION_DAYS - 1)
-    return calendar.seconds_left(last, VISITOR_KEEP_DAYS, now)
-
-
-def _generation_retention(fields: Mapping[str, str], now: float) -> int:
-    """As the first-visit script writes it; a name without a readable generation gets the longest."""
-    try:
-        generation = int(fields["generation"])
-    except ValueError:
-        return (VISITOR_KEEP_DAYS + GENERATION_DAYS + 1) * DAY_SECONDS
-    return max(generation_ttl(generation, now), 0)
-
-
-GENERATION = Lifetime("generation", _generation_retention, VISITOR_KEEP_DAYS)
 # Written by no release since generations; the sweep merges such a key into its shard's current
 # generation and deletes it (``store.audience.queue_merge_legacy``), whatever its TTL.
 MERGED = Lifetime("merged", lambda fields, now: None)

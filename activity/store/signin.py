@@ -91,7 +91,7 @@ def continue_visitor(
     join_keys = [keys.tombstones("ses"), keys.session(user), keys.sessions_started(day_name(day))]
     joined = pipe.script(SIGNIN_JOIN, [*join_keys, keys.linked_visitors(user)], args)
     link_args = [user, keys.VISITOR_LINK_DAYS * 86400, visitor_bytes, calendar.day_number(day), repr(now)]
-    link_args.append(max(lifetimes.generation_ttl(lifetimes.generation_of(day), now), 1))
+    link_args.append(max(lifetimes.VISITORS.ttl(lifetimes.VISITORS.of(day), now), 1))
     linked = pipe.script(VISITOR_LINK, [keys.visitor_link(shard, visitor), tombstones, *generations], link_args)
     if rows:
         pipe.delete(session)

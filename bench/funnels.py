@@ -38,7 +38,14 @@ PAGES = 200
 STEP_PAGES = 50  # funnels' steps are among the most viewed pages: pricing, sign-up, checkout
 WINDOW = 3600
 ROUND_S = 10  # seconds of the bench's clock between two rounds
-STATE_FAMILY = "{fn:<partition>}:person:<person>"
+STATE_FAMILY = "{fn:<partition>}:states:<generation>"
+
+
+def state_hashes_pattern() -> str:
+    """SCAN MATCH pattern of the funnel states' generation hashes."""
+    from activity.store.families import match_pattern, prefix
+
+    return match_pattern(f"{prefix()}{{fn:*}}:states:*")
 
 
 def site_funnels(rng: random.Random, created: float, pages: int, first_id: int) -> list:
@@ -149,6 +156,7 @@ def run(users: int, rounds: int) -> None:
 
     memory = memory_by_family(client)
     state = memory.get(STATE_FAMILY, (0, 0))
+    state_people = sum(client.hlen(key) for key in client.scan_iter(match=state_hashes_pattern(), count=1000))
     counts = memory.get("{fn:<partition>}:counts:<month>", (0, 0))
     results = {
         "users_per_set": users,
@@ -163,8 +171,9 @@ def run(users: int, rounds: int) -> None:
         "ratio_to_no_funnel": {name: us / medians["no funnel"] for name, us in medians.items()},
         "share_of_views_matching_a_step": matching,
         "commands_per_page_view": per_view,
-        "state_keys": state[0],
-        "state_bytes_per_person": state[1] / state[0] if state[0] else 0,
+        "state_hashes": state[0],
+        "state_people": state_people,
+        "state_bytes_per_person": state[1] / state_people if state_people else 0,
         "counts_keys": counts[0],
         "counts_bytes": counts[1],
         "added_us_per_view": {
@@ -195,12 +204,12 @@ def run(users: int, rounds: int) -> None:
         f"popularity (Zipf) over {PAGES}; {FUNNELS} funnels of 3-5 steps each, half strict, windows of {WINDOW} s. "
         "What the funnels on the most viewed pages add per page view: "
         + ", ".join(f"{cmd} {n:.2f}" for cmd, n in sorted(extra.items(), key=lambda item: -item[1]) if n >= 0.005)
-        + f". State: {state[0]:,} people, {results['state_bytes_per_person']:.0f} bytes each (their progress in "
-        f"every funnel); counts: {counts[0]:,} hashes, {counts[1]:,} bytes in all. Where the added Redis time "
-        f"goes (commandstats): {scripts_us:.1f} us a view more in scripts, of which {commands_us:.1f} us in the "
-        f"commands they run and {scripts_us - commands_us:.1f} us in their Lua. The recording process (this "
-        "one, as the middleware's batches and the ingest API) matches the paths and advances the states "
-        "itself: its CPU per view is the last column. "
+        + f". State: {state_people:,} people in {state[0]} hashes, {results['state_bytes_per_person']:.0f} bytes "
+        f"each (their progress in every funnel); counts: {counts[0]:,} hashes, {counts[1]:,} bytes in all. "
+        f"Where the added Redis time goes (commandstats): {scripts_us:.1f} us a view more in scripts, of which "
+        f"{commands_us:.1f} us in the commands they run and {scripts_us - commands_us:.1f} us in their Lua. "
+        "The recording process (this one, as the middleware's batches and the ingest API) matches the paths "
+        "and advances the states itself: its CPU per view is the last column. "
         f"Command: `python -m bench.funnels --users {users} --rounds {rounds}`."
     )
     harness.write("funnels", results, table, notes)

@@ -1,28 +1,58 @@
 -- Write back the funnel states of one partition's people, each only if it is still the one read
 -- (compare-and-set), with the counts its views added (docs/funnels.md): the write path reads the
--- states, advances them in Python (activity/store/funnel_progress.py) and sends them here. A person
--- whose state changed since it was read (another process recorded a view of theirs) is left as it
--- is, counts and all, and returned so the caller reads and advances it again; one tombstoned at now
--- is skipped. The counts of the people written are summed first, one HINCRBY per field.
+-- states, advances them in Python (activity/store/funnel_progress.py) and sends them here. A
+-- person's state is the one in the newest of the partition's live generations holding them; a state
+-- written goes into the current generation and leaves the older one. A person whose state changed
+-- since it was read (another process recorded a view of theirs) is left as it is, counts and all,
+-- and returned so the caller reads and advances it again; one tombstoned at now is skipped. The
+-- counts of the people written are summed first, one HINCRBY per field.
 -- Prelude: lua/tombstones.lua (tombstoned).
 --
 -- KEYS[1]  tombstones of erased people (sorted set: person -> expiry)
--- KEYS[2 .. 1+P]  each person's state (string)
--- KEYS[2+P ..]  the counts of C months of entry (hash: '<funnel>:<period>:<step>' -> people)
--- ARGV[1]  now, epoch seconds; ARGV[2] the states' TTL, seconds (>= 1); ARGV[3] P; ARGV[4] C
+-- KEYS[2 .. 1+G]  the partition's states of its G live generations, the current first (hash:
+--          person -> state)
+-- KEYS[2+G ..]  the counts of C months of entry (hash: '<funnel>:<period>:<step>' -> people)
+-- ARGV[1]  now, epoch seconds; ARGV[2] the current generation's TTL, seconds (>= 1); ARGV[3] G;
+--          ARGV[4] C
 -- then C TTLs of the counts hashes, in KEYS order (seconds, >= 1)
--- then 4 per person, in KEYS order: the person ('u:<user>' or 'v:<visitor>'), the state read ('' for
---   none), the new state, the counts added ('<hash> <field> ...', hash 1..C: one person each)
+-- then 4 per person: the person ('u:<user>' or 'v:<visitor>'), the state read ('' for none), the
+--   new state, the counts added ('<hash> <field> ...', hash 1..C: one person each)
 -- Returns  the numbers (1..P) of the people whose state changed since it was read.
-local now, ttl, P, C = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if now == nil or ttl == nil or ttl < 1 or P == nil or C == nil or #KEYS ~= 1 + P + C
-    or #ARGV ~= 4 + C + 4 * P then
-  return redis.error_reply('funnel_commit: expected now, a TTL >= 1, P and C; 1 + P + C keys, C TTLs and 4 arguments per person')
+local now, ttl, G, C = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if now == nil or ttl == nil or ttl < 1 or G == nil or G < 1 or C == nil or C < 0 or #KEYS ~= 1 + G + C
+    or #ARGV < 4 + C or (#ARGV - 4 - C) % 4 ~= 0 then
+  return redis.error_reply('funnel_commit: expected now, a TTL >= 1, G >= 1 and C; 1 + G + C keys, C TTLs and 4 arguments per person')
 end
-local people_at = 5 + C
+local people_at, P = 5 + C, (#ARGV - 4 - C) / 4
+local people = {}
+for p = 1, P do
+  people[p] = ARGV[people_at + 4 * (p - 1)]
+end
 local erasures = redis.call('EXISTS', KEYS[1]) == 1
--- Every person's state in one MGET: from Lua, a command per person costs more than its work.
-local states = P > 0 and redis.call('MGET', unpack(KEYS, 2, 1 + P)) or {}
+-- Each person's state, and the generation holding it: one HMGET per generation of the people not
+-- found in a newer one (from Lua, a command per person costs more than its work).
+local states, home, missing = {}, {}, {}
+for p = 1, P do
+  missing[p] = p
+end
+for g = 1, G do
+  if #missing == 0 then
+    break
+  end
+  local names = {}
+  for i, p in ipairs(missing) do
+    names[i] = people[p]
+  end
+  local found, still = redis.call('HMGET', KEYS[1 + g], unpack(names)), {}
+  for i, p in ipairs(missing) do
+    if found[i] then
+      states[p], home[p] = found[i], g
+    else
+      still[#still + 1] = p
+    end
+  end
+  missing = still
+end
 local added, changed, written = {}, {}, {}
 for h = 1, C do
   added[h] = {}
@@ -30,7 +60,7 @@ end
 -- Every check first, then the writes: a bad argument leaves everything as it was.
 for p = 1, P do
   local at = people_at + 4 * (p - 1)
-  if not (erasures and tombstoned(KEYS[1], ARGV[at], now)) then
+  if not (erasures and tombstoned(KEYS[1], people[p], now)) then
     if (states[p] or '') ~= ARGV[at + 1] then
       changed[#changed + 1] = p
     else
@@ -45,15 +75,32 @@ for p = 1, P do
     end
   end
 end
-for _, p in ipairs(written) do
-  redis.call('SET', KEYS[1 + p], ARGV[people_at + 4 * (p - 1) + 2], 'EX', ARGV[2])
+if #written > 0 then
+  local current, leaving = {}, {}
+  for g = 2, G do
+    leaving[g] = {}
+  end
+  for _, p in ipairs(written) do
+    current[#current + 1] = people[p]
+    current[#current + 1] = ARGV[people_at + 4 * (p - 1) + 2]
+    if home[p] and home[p] > 1 then
+      leaving[home[p]][#leaving[home[p]] + 1] = people[p]
+    end
+  end
+  redis.call('HSET', KEYS[2], unpack(current))
+  redis.call('EXPIRE', KEYS[2], ARGV[2])
+  for g = 2, G do
+    if #leaving[g] > 0 then
+      redis.call('HDEL', KEYS[1 + g], unpack(leaving[g]))
+    end
+  end
 end
 for h = 1, C do
   if next(added[h]) then
-    for field, people in pairs(added[h]) do
-      redis.call('HINCRBY', KEYS[1 + P + h], field, string.format('%d', people))
+    for field, counted in pairs(added[h]) do
+      redis.call('HINCRBY', KEYS[1 + G + h], field, string.format('%d', counted))
     end
-    redis.call('EXPIRE', KEYS[1 + P + h], ARGV[4 + h])
+    redis.call('EXPIRE', KEYS[1 + G + h], ARGV[4 + h])
   end
 end
 return changed

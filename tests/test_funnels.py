@@ -6,6 +6,7 @@ from datetime import date, timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.db import OperationalError
 
 from activity import calendar, permissions
@@ -13,7 +14,7 @@ from activity.events import Event
 from activity.funnel_rules import MAX_FUNNELS
 from activity.models import Funnel, FunnelCount
 from activity.services import funnels, ingest
-from activity.store import funnel_progress, keys
+from activity.store import funnel_progress, keys, lifetimes
 from activity.store import funnels as funnel_store
 from activity.store.client import get_client
 from tests.clients import APIClient, Client
@@ -148,9 +149,66 @@ def test_no_funnel_no_funnel_call_and_one_call_per_partition_with_funnels(at):
     trips, runs = calls()
     # The batch's round trip reads the people's states; one more writes them back, a call per partition.
     assert trips == 2 and len(runs) == len(partitions)
-    # Each call checks its people's states in one MGET, whatever their number, and writes each back.
-    assert all(run.count(b"MGET") == 1 and b"GET" not in run for run in runs)
-    assert sum(run.count(b"SET") for run in runs) == len(events)
+    # Each call looks its people up in one HMGET per live generation, whatever their number (new
+    # people: in every one), and writes them all back with one HSET into the current generation.
+    live = len(lifetimes.FUNNEL_STATES.live(DAY))
+    assert all(run.count(b"HMGET") == live and run.count(b"HSET") == 1 and b"HGET" not in run for run in runs)
+    # The batch's people again: each found in the current generation, so one HMGET a call.
+    events = [view(str(n), noon() + 1, "/b") for n in range(40)]
+    trips, runs = calls()
+    assert trips == 2 and all(run.count(b"HMGET") == 1 and run.count(b"HSET") == 1 for run in runs)
+
+
+# The last day of a generation of funnel states (day number 20769: 670 generations of 31 days, less one).
+GENERATION_ENDS = date(2026, 11, 12)
+
+
+def test_a_state_in_an_older_generation_moves_on_into_the_current_one(at, redis_client):
+    """Progress written on a generation's last day is found the next day, moves on, and goes into
+    the new generation, leaving the old one; the new one lives its generation plus 62 days."""
+    generations = lifetimes.FUNNEL_STATES
+    old, new = generations.of(GENERATION_ENDS), generations.of(GENERATION_ENDS + timedelta(days=1))
+    assert new == old + 1
+    t = noon(GENERATION_ENDS)
+    funnel = define(["/a", "/b"], window=86400, created=t - 3600)
+    at(t)
+    ingest.record_events([view("1", t, "/a")])
+    at(t + 22 * 3600)  # 10:00 the next day
+    ingest.record_events([view("1", t + 22 * 3600, "/b")])
+    person, partition = "u:1", funnel_store.partition_of("u:1")
+    assert not redis_client.hexists(keys.funnel_states(partition, old), person)
+    assert funnel_progress.exported(redis_client.hget(keys.funnel_states(partition, new), person))["latest_view"] == (
+        t + 22 * 3600
+    )
+    assert people(funnel, "day", GENERATION_ENDS) == [1, 1]  # counted on the entry's day, once
+    kept = generations.ttl(new, t + 22 * 3600)  # 92 days and 14 hours: written on the generation's first day
+    assert kept - 30 <= redis_client.ttl(keys.funnel_states(partition, new)) <= kept
+
+
+def test_the_upgrade_moves_an_earlier_releases_states_into_the_generations(at, redis_client, capsys):
+    """A state an earlier release kept in a key of its own goes on where it was (the person is not
+    counted again at step 1, and is at step 2); a state this release wrote since stays; a second run
+    moves nothing."""
+    at(noon() + 7200)
+    funnel = define(["/a", "/b"])
+    ingest.record_events([view("1", noon(), "/a"), view("2", noon(), "/a")])
+    assert people(funnel) == [2, 0]
+    client = get_client()
+    states = funnel_store.read_states(client, ["u:1", "u:2"], noon() + 7200)
+    earlier, written = funnel_store.person_home("u:1", noon()), funnel_store.person_home("u:2", noon())
+    # Person 1's progress as an earlier release kept it; person 2 has an earlier key too, older than
+    # what this release wrote for them.
+    redis_client.hdel(earlier.generations[0], "u:1")
+    redis_client.set(earlier.former, states["u:1"], ex=3600)
+    redis_client.set(written.former, '{"t":1,"f":{}}', ex=3600)
+    call_command("activity_upgrade")
+    assert "moved 1 funnel states" in capsys.readouterr().out
+    assert funnel_store.read_states(client, ["u:1", "u:2"], noon() + 7200) == states
+    assert not redis_client.exists(earlier.former, written.former)
+    ingest.record_events([view("1", noon() + 60, "/a"), view("1", noon() + 70, "/b")])
+    assert people(funnel) == [2, 1]
+    call_command("activity_upgrade")
+    assert "moved 0 funnel states" in capsys.readouterr().out
 
 
 def test_a_person_written_by_another_process_between_read_and_write_is_moved_on_again(at):
@@ -161,13 +219,13 @@ def test_a_person_written_by_another_process_between_read_and_write_is_moved_on_
     funnel = define(["/a", "/b"])
     person = funnels.user_person("1")
     pipe = get_client().pipeline(transaction=False)
-    first = funnels.queue_views(pipe, [(person, noon(), "/a")])
-    second = funnels.queue_views(pipe, [(person, noon() + 1, "/a"), (person, noon() + 2, "/b")])
+    first = funnels.queue_views(pipe, [(person, noon(), "/a")], noon() + 7200)
+    second = funnels.queue_views(pipe, [(person, noon() + 1, "/a"), (person, noon() + 2, "/b")], noon() + 7200)
     pipe.execute()
     funnels.advance(first, noon() + 7200)
     funnels.advance(second, noon() + 7200)
     assert people(funnel) == [1, 1]
-    state = get_client().get(funnel_store.person_keys(person)[0])
+    state = funnel_store.read_states(get_client(), [person], noon() + 7200)[person]
     assert funnel_progress.exported(state)["latest_view"] == noon() + 2
 
 
@@ -308,10 +366,10 @@ def test_erase_removes_the_users_funnel_state_and_export_shows_it(staff_api, at)
     assert progress["funnel"] == funnel.pk and progress["in_progress"][0][:2] == [1, noon()]
     assert progress["counted"] == {f"d:{calendar.day_name(DAY)}": 1, "w:2026W48": 1, "m:202611": 1}
     assert staff_api.delete("/api/v1/users/9/activity/").status_code == 204
-    state, _ = funnel_store.person_keys(funnels.user_person("9"))
-    assert not get_client().exists(state)
+    person = funnels.user_person("9")
+    assert funnel_store.read_states(get_client(), [person], noon() + 60) == {person: None}
     ingest.record_events([view("9", noon() + 1, "/a")])  # a late view of the erased user: skipped
-    assert not get_client().exists(state)
+    assert funnel_store.read_states(get_client(), [person], noon() + 60) == {person: None}
 
 
 def test_a_database_that_cannot_answer_keeps_the_definitions_read_last(at, monkeypatch, caplog):

@@ -169,8 +169,8 @@ def test_the_funnel_goes_on_from_the_visitors_step_through_the_sign_in(at, admin
     at(NOON + 3)
     browser.get("/welcome")  # the user converts
     assert people(funnel) == [1, 1]
-    visitor_state = funnel_store.person_keys(funnels.visitor_person(visitor_of(browser)))[0]
-    assert not redis_client.exists(visitor_state)  # the progress moved, it was not copied
+    visitor = funnels.visitor_person(visitor_of(browser))
+    assert funnel_store.read_states(get_client(), [visitor], NOON + 3) == {visitor: None}  # moved, not copied
     assert pages_now.top() == [{"path": "/welcome", "people": 1}]  # one person, no longer the visitor too
 
 
@@ -183,7 +183,8 @@ def test_a_user_and_a_visitor_who_both_entered_are_counted_once_more_at_no_step(
     ingest.record_events([Event("42", NOON + 10, "/welcome")])
     ingest.record_events([Event("42", NOON + 11, "/pricing"), Event("42", NOON + 12, "/welcome")])
     assert people(funnel) == [2, 1]  # step 2 counted once for the merged person
-    state = redis_client.get(funnel_store.person_keys(funnels.user_person("42"))[0])
+    person = funnels.user_person("42")
+    state = funnel_store.read_states(get_client(), [person], NOON + 12)[person]
     assert funnel_progress.exported(state)["latest_view"] == NOON + 12
 
 
@@ -207,7 +208,7 @@ def test_a_view_of_the_user_between_the_merges_read_and_write_makes_it_merge_aga
     visits(VISITOR, (NOON, "/pricing"))
     client = get_client()
     pipe = client.pipeline(transaction=False)
-    merge = funnel_store.queue_read(pipe, funnels.visitor_person(VISITOR), funnels.user_person("42"))
+    merge = funnel_store.queue_read(pipe, funnels.visitor_person(VISITOR), funnels.user_person("42"), NOON + 1)
     pipe.execute()
     ingest.record_events([Event("42", NOON + 1, "/docs")])  # lands between the read and the write
     ingest.record_events([Event("42", NOON + 2, "/pricing")])
@@ -215,7 +216,8 @@ def test_a_view_of_the_user_between_the_merges_read_and_write_makes_it_merge_aga
     pipe.execute()
     assert merge.value == "retry"
     assert funnel_store.merge_again(client, merge, NOON + 3) == "merged"
-    state = funnel_progress.exported(redis_client.get(funnel_store.person_keys(funnels.user_person("42"))[0]))
+    person = funnels.user_person("42")
+    state = funnel_progress.exported(funnel_store.read_states(client, [person], NOON + 3)[person])
     assert state["latest_view"] == NOON + 2 and len(state["progress"][0]["in_progress"]) == 1
 
 
@@ -298,7 +300,9 @@ def test_a_sign_in_is_two_round_trips_of_a_fixed_set_of_commands(at, redis_clien
     with CommandDelta(redis_client) as delta, RoundTrips() as sent:
         assert signin.continue_visitor(VISITOR, "42").funnels == "merged"
     assert sent.count == 2
-    # The reads (LRANGE, 2 GET, 2 PTTL), then 5 scripts (the last takes the visitor out of pages now)
-    # and the DEL of the visitor's list; inside the scripts, the user's list read and rewritten
-    # (LRANGE, DEL) and the visitor's state deleted.
-    assert (delta.calls["evalsha"], delta.calls["lrange"], delta.calls["del"], delta.calls["get"]) == (5, 2, 3, 4)
+    # The reads (LRANGE, and an HMGET of each person's live funnel generations), then 5 scripts (the
+    # last takes the visitor out of pages now) and the DEL of the visitor's list; inside the scripts,
+    # the user's list read and rewritten (LRANGE, DEL).
+    live = len(lifetimes.FUNNEL_STATES.live(calendar.day_of(NOON)))
+    calls = delta.calls
+    assert (calls["evalsha"], calls["lrange"], calls["del"], calls["hmget"], calls["get"]) == (5, 2, 2, 2 * live, 0)

@@ -92,7 +92,8 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "report_meta": (("most-active:day:20261123",), GONE),
     "reports_read": ((), 600),
     "group_view": ((5,), GONE),
-    "funnel_state": ((3, "u:42"), GONE),
+    "funnel_states": ((3, 669), 51 * DAY + 12 * HOUR),  # days 20739-20769, kept 62 days past the last
+    "former_funnel_state": ((3, "u:42"), GONE),
     "funnel_counts": ((3, "202611"), 43 * DAY - 12 * HOUR),  # as the month's audience keys
     "group_view_build": ((5, "ab12"), GONE),
     "group_epoch": ((5,), GONE),
@@ -121,6 +122,8 @@ HELPERS = {
     "prefix",
     "day_ttl",
     "cohort_ttl",
+    "former_funnel_state_pattern",
+    "former_funnel_state_parts",
     "sweep_pattern",
     "family",
     "family_of",
@@ -291,4 +294,5 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
         "{vis:<shard>}:seen:<partition>",  # first visits of releases before generations
         "{pv}:name:<user>",  # display names and view counters of releases before the views hash
         "{pv}:uv:<period>:<user>",
+        "{fn:<partition>}:person:<person>",  # funnel progress of releases before its generations
     }

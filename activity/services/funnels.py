@@ -131,7 +131,7 @@ class Pending:
     states: store.States
 
 
-def queue_views(pipe: Pipeline, views: Sequence[tuple[str, float, str]]) -> Pending | None:
+def queue_views(pipe: Pipeline, views: Sequence[tuple[str, float, str]], now: float) -> Pending | None:
     """Queue reading the states of the people of ``views`` (person, ts, path), in arrival order: every
     page view of people, since a view that matches no step still ends a strict funnel's chain and is
     the latest view of its person; ``advance`` does the rest once the pipeline has run. None when
@@ -146,7 +146,7 @@ def queue_views(pipe: Pipeline, views: Sequence[tuple[str, float, str]]) -> Pend
     for person, ts, path in views:
         by_person.setdefault(person, []).append((matcher.view(ts, path), _periods(calendar.day_of(ts))))
     defined = {definition.store.id: definition.store for definition in matcher.definitions}
-    return Pending(funnels=defined, views=by_person, states=store.queue_states(pipe, list(by_person)))
+    return Pending(funnels=defined, views=by_person, states=store.queue_states(pipe, list(by_person), now))
 
 
 @functools.lru_cache(maxsize=64)
@@ -172,13 +172,19 @@ def advance(pending: Pending | None, now: float) -> None:
                 changes.append(store.Change(person=person, read=state, advanced=advanced))
         if not changes:
             return
-        again = store.commit(client, changes, list(pending.funnels.values()), now)
+        again = store.commit(client, changes, now)
         if not again:
             return
-        states = store.read_states(client, again)
+        states = store.read_states(client, again, now)
     logger.warning(
         "funnels: %d people's views left out, their states written by others %d times", len(states), COMMIT_TRIES
     )
+
+
+def upgrade(step: int = 1000) -> int:
+    """Move the progress a release before the generations kept, a string per person, into the
+    generations, ``step`` keys a step; returns how many moved. Safe to interrupt and to run again."""
+    return sum(store.fold_former_states(get_client(), step, clock.now()))
 
 
 def user_person(user: str) -> str:

@@ -106,7 +106,7 @@ def record_events(
             if (path := viewed(raw, ts := round(ts, 3))) is not None:
                 person_views.append((funnels.visitor_person(visitor), ts, path))
                 visitor_pages.append((visitor, ts, path))
-        funnel_views = funnels.queue_views(pipe, person_views)
+        funnel_views = funnels.queue_views(pipe, person_views, now)
         pages_now.queue_views(pipe, person_views, now)
         signin.queue_visitor_views(pipe, visitor_pages, now)  # what a sign-in moves to the user
     if kind != traffic.PERSON:

@@ -23,6 +23,7 @@ from activity.models import UserActivity
 from activity.services import funnels, groups, locks, rate_limits, reports
 from activity.store import audience as audience_store
 from activity.store import cohorts as cohort_store
+from activity.store import funnels as funnel_store
 from activity.store import last_seen as last_seen_store
 from activity.store import people as people_store
 from activity.store import privacy as store
@@ -95,6 +96,7 @@ def _where(user: str, now: float) -> store.Where:
         day_bitmaps=day_bitmaps,
         rate_counters=rate_limits.user_counters(user),
         person=funnels.user_person(user),
+        progress=funnel_store.person_home(funnels.user_person(user), now),
     )
 
 

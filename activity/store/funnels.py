@@ -1,5 +1,6 @@
 """Funnel progress and counts (docs/funnels.md): each person's progress in every funnel is one string
-(``store.funnel_progress``), read with a batch's round trip, advanced in Python and written back
+(``store.funnel_progress``) in their partition's hash of the generation of its latest write
+(``lifetimes.FUNNEL_STATES``), read with a batch's round trip, advanced in Python and written back
 if unchanged (``lua/funnel_commit.lua``), and reaching a step adds the person to the counts of the
 entry's day, week and month. People are spread over ``PARTITIONS`` hash tags, so a Cluster spreads
 the calls; a read sums the partitions in one round trip."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import zlib
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 
@@ -16,17 +17,14 @@ from activity import calendar
 from activity.calendar import DAY_SECONDS
 from activity.funnel_rules import MAX_WINDOW
 from activity.store import funnel_progress, keys
-from activity.store.client import PER_CALL, Client, Reply, chunks
+from activity.store.client import PER_CALL, Client, Reply, chunks, scan_steps
 from activity.store.funnel_progress import Advanced, Funnel
-from activity.store.lifetimes import KEEP_DAYS
+from activity.store.lifetimes import FUNNEL_STATES, KEEP_DAYS
 from activity.store.scripts import LuaScript, Pipeline
 
 COMMIT = LuaScript("funnel_commit")
 
 PARTITIONS = 16  # hash tags {fn:0}..{fn:15}; changing it re-homes every person, so it is fixed
-# A person's progress lives the longest window of the funnels plus this many days after the latest
-# view a funnel took: the longest month, so the person counts once in it, and a day of margin.
-STATE_DAYS = 32
 
 
 def visitor_person(visitor: str) -> str:
@@ -60,34 +58,53 @@ def counts_ttl(month: date, now: float) -> int:
     return max(calendar.seconds_left(calendar.last_day("month", month), KEEP_DAYS + MAX_WINDOW // DAY_SECONDS, now), 1)
 
 
+def _generations(partition: int, now: float) -> list[str]:
+    """The partition's states hashes alive at ``now``, the current generation's first."""
+    return [keys.funnel_states(partition, generation) for generation in FUNNEL_STATES.live(calendar.day_of(now))]
+
+
+def _current_ttl(now: float) -> int:
+    """Seconds the current generation's states hash lives at ``now``, given at each write."""
+    return max(FUNNEL_STATES.ttl(FUNNEL_STATES.of(calendar.day_of(now)), now), 1)
+
+
 class States:
     """The states of people as a round trip read them (``queue_states``): person -> state, None for
-    none."""
+    none. A person's state is the one in the newest generation holding them."""
 
-    def __init__(self, pipe: Pipeline, people: Sequence[str]) -> None:
-        self._read: list[tuple[list[str], Reply]] = []
+    def __init__(self, pipe: Pipeline, people: Sequence[str], now: float) -> None:
+        self._read: list[tuple[list[str], list[Reply]]] = []
         by_partition: dict[int, list[str]] = defaultdict(list)
         for person in people:
             by_partition[partition_of(person)].append(person)
         for partition, own in by_partition.items():
+            generations = _generations(partition, now)
             for group in chunks(own, PER_CALL):
-                pipe.mget([keys.funnel_state(partition, person) for person in group])
-                self._read.append((group, pipe.reply()))
+                replies = []
+                for generation in generations:
+                    pipe.hmget(generation, group)
+                    replies.append(pipe.reply())
+                self._read.append((group, replies))
 
     @property
     def value(self) -> dict[str, str | None]:
-        return {person: state for group, reply in self._read for person, state in zip(group, reply.value, strict=True)}
+        return {
+            person: next((reply.value[n] for reply in replies if reply.value[n] is not None), None)
+            for group, replies in self._read
+            for n, person in enumerate(group)
+        }
 
 
-def queue_states(pipe: Pipeline, people: Sequence[str]) -> States:
-    """Queue reading ``people``'s states: one MGET per partition (and ``PER_CALL`` people)."""
-    return States(pipe, people)
+def queue_states(pipe: Pipeline, people: Sequence[str], now: float) -> States:
+    """Queue reading ``people``'s states: one HMGET per partition (and ``PER_CALL`` people) and live
+    generation."""
+    return States(pipe, people, now)
 
 
-def read_states(client: Client, people: Sequence[str]) -> dict[str, str | None]:
+def read_states(client: Client, people: Sequence[str], now: float) -> dict[str, str | None]:
     """``people``'s states now: one round trip."""
     pipe = client.pipeline(transaction=False)
-    states = queue_states(pipe, people)
+    states = queue_states(pipe, people, now)
     pipe.execute()
     return states.value
 
@@ -101,27 +118,26 @@ class Change:
     advanced: Advanced
 
 
-def commit(client: Client, changes: Sequence[Change], funnels: Sequence[Funnel], now: float) -> list[str]:
+def commit(client: Client, changes: Sequence[Change], now: float) -> list[str]:
     """Write the ``changes`` back, each only if the person's state is still the one read, with the
     counts it adds: one script call per partition (and ``PER_CALL`` people), one round trip. Returns
     the people whose state changed since it was read (nothing of theirs written)."""
-    ttl = max(funnel.window for funnel in funnels) + STATE_DAYS * DAY_SECONDS
     by_partition: dict[int, list[Change]] = defaultdict(list)
     for change in changes:
         by_partition[partition_of(change.person)].append(change)
     pipe = client.pipeline(transaction=False)
     calls: list[tuple[list[Change], Reply]] = []
     for partition, own in by_partition.items():
+        generations = _generations(partition, now)
         for group in chunks(own, PER_CALL):
             months = sorted({month for change in group for month, _ in change.advanced.added})
             number = {month: n for n, month in enumerate(months, 1)}
-            args: list[str | int] = [repr(now), ttl, len(group), len(months)]
+            args: list[str | int] = [repr(now), _current_ttl(now), len(generations), len(months)]
             args += [counts_ttl(calendar.parse_period("month", month.removeprefix("m:")), now) for month in months]
             for change in group:
                 added = " ".join(f"{number[month]} {field}" for month, field in change.advanced.added)
                 args += [change.person, change.read or "", change.advanced.state, added]
-            script_keys = [keys.tombstones(f"fn:{partition}")]
-            script_keys += [keys.funnel_state(partition, change.person) for change in group]
+            script_keys = [keys.tombstones(f"fn:{partition}"), *generations]
             script_keys += [keys.funnel_counts(partition, month.removeprefix("m:")) for month in months]
             calls.append((group, pipe.script(COMMIT, script_keys, args)))
     pipe.execute()
@@ -150,10 +166,21 @@ def counts(client: Client, funnel: Funnel, period: str, start: date) -> list[int
     return totals
 
 
-def person_keys(person: str) -> tuple[str, str]:
-    """(the person's state, the tombstones of its partition): what an erase and an export name."""
+@dataclass(frozen=True, slots=True)
+class Home:
+    """Where a person's progress may be at a time: what an erase clears and an export reads."""
+
+    generations: list[str]  # the partition's live states hashes, the current first
+    former: str  # the string a release before the generations kept it in, until the upgrade moves it
+    tombstones: str  # the partition's tombstones
+
+
+def person_home(person: str, now: float) -> Home:
+    """Where ``person``'s progress may be at ``now``."""
     partition = partition_of(person)
-    return keys.funnel_state(partition, person), keys.tombstones(f"fn:{partition}")
+    return Home(
+        _generations(partition, now), keys.former_funnel_state(partition, person), keys.tombstones(f"fn:{partition}")
+    )
 
 
 # --- a sign-in: the visitor's progress continues as the user's (docs/funnels.md#signing-in) -----
@@ -167,11 +194,13 @@ class Merge:
 
     visitor: str  # "v:<visitor>"
     user: str  # "u:<user>"
-    visitor_state: Reply
-    visitor_ttl: Reply  # milliseconds (PTTL)
-    user_state: Reply
-    user_ttl: Reply
+    visitor_read: States
+    user_read: States
     replaced: Reply | None = None
+
+    def states(self) -> tuple[str | None, str | None]:
+        """(the user's state, the visitor's), as last read."""
+        return self.user_read.value[self.user], self.visitor_read.value[self.visitor]
 
     @property
     def value(self) -> str:
@@ -182,35 +211,25 @@ class Merge:
         return {1: "merged", 0: "retry"}.get(self.replaced.value, "erased")
 
 
-def queue_read(pipe: Pipeline, visitor: str, user: str) -> Merge:
-    """Queue the reads of both people's states and TTLs (two tags: plain commands, no script)."""
-    found = []
-    for person in (visitor, user):
-        state = person_keys(person)[0]
-        pipe.get(state)
-        found.append(pipe.reply())
-        pipe.pttl(state)
-        found.append(pipe.reply())
-    return Merge(visitor, user, *found)
+def queue_read(pipe: Pipeline, visitor: str, user: str, now: float) -> Merge:
+    """Queue the reads of both people's states (two tags: plain commands, no script)."""
+    return Merge(visitor, user, queue_states(pipe, [visitor], now), queue_states(pipe, [user], now))
 
 
-def _queue_replace(pipe: Pipeline, person: str, expected: str | None, new: str, ttl_ms: int, now: float) -> Reply:
-    state, tombstones = person_keys(person)
-    return pipe.script(REPLACE, [state, tombstones], [person, repr(now), expected or "", new, max(ttl_ms, 1)])
-
-
-def _ttl(merge: Merge) -> int:
-    """Milliseconds the merged state lives: the longer of the two people's."""
-    return max(int(merge.visitor_ttl.value or 0), int(merge.user_ttl.value or 0), 1000)
+def _queue_replace(pipe: Pipeline, person: str, expected: str | None, new: str, now: float) -> Reply:
+    home = person_home(person, now)
+    args = [person, repr(now), expected or "", new, _current_ttl(now)]
+    return pipe.script(REPLACE, [home.tombstones, *home.generations], args)
 
 
 def queue_merge(pipe: Pipeline, merge: Merge, now: float) -> Merge:
     """Queue, when the visitor has progress, the user's state replaced by the merge (if unchanged
     since read) and the visitor's deleted (if unchanged: a view landing between stays the visitor's)."""
-    merged = funnel_progress.merge(merge.user_state.value, merge.visitor_state.value)
+    user_state, visitor_state = merge.states()
+    merged = funnel_progress.merge(user_state, visitor_state)
     if merged is not None:
-        merge.replaced = _queue_replace(pipe, merge.user, merge.user_state.value, merged, _ttl(merge), now)
-        _queue_replace(pipe, merge.visitor, merge.visitor_state.value, "", 1, now)
+        merge.replaced = _queue_replace(pipe, merge.user, user_state, merged, now)
+        _queue_replace(pipe, merge.visitor, visitor_state, "", now)
     return merge
 
 
@@ -218,12 +237,33 @@ def merge_again(client: Client, merge: Merge, now: float) -> str:
     """Read the user's state again and merge the visitor's (as read the first time) into it: two
     round trips."""
     pipe = client.pipeline(transaction=False)
-    again = queue_read(pipe, merge.visitor, merge.user)
+    merge.user_read = queue_states(pipe, [merge.user], now)
     pipe.execute()
-    merge.user_state, merge.user_ttl = again.user_state, again.user_ttl
-    merged = funnel_progress.merge(merge.user_state.value, merge.visitor_state.value)
+    user_state, visitor_state = merge.states()
+    merged = funnel_progress.merge(user_state, visitor_state)
     if merged is None:
         return "none"
-    merge.replaced = _queue_replace(pipe, merge.user, merge.user_state.value, merged, _ttl(merge), now)
+    merge.replaced = _queue_replace(pipe, merge.user, user_state, merged, now)
     pipe.execute()
     return merge.value
+
+
+# --- ``manage.py activity_upgrade``: a release before the generations' states -------------------
+
+STATE_FOLD = LuaScript("funnel_state_fold")
+
+
+def fold_former_states(client: Client, step: int, now: float) -> Iterator[int]:
+    """Move the states a release before the generations kept, a string per person, into their
+    partitions' current generations, ``step`` keys a SCAN step; yields how many each step moved.
+    Safe to interrupt and to run again: a moved string is gone."""
+    for found in scan_steps(client, keys.former_funnel_state_pattern(), step):
+        pipe = client.pipeline(transaction=False)
+        calls = []
+        for key in found:
+            partition, person = keys.former_funnel_state_parts(key)
+            generations = _generations(partition, now)
+            calls.append(pipe.script(STATE_FOLD, [key, *generations], [person, _current_ttl(now)]))
+        if calls:
+            pipe.execute()
+            yield sum(call.value for call in calls)

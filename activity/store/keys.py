@@ -10,7 +10,16 @@ from __future__ import annotations
 from activity import conf
 from activity.store import lifetimes
 from activity.store.families import family, match_pattern, prefix
-from activity.store.lifetimes import COHORT, DATED, DELETE, LONG_LIVED, MERGED, VISITOR_GENERATION, fixed
+from activity.store.lifetimes import (
+    COHORT,
+    DATED,
+    DELETE,
+    FUNNEL_GENERATION,
+    LONG_LIVED,
+    MERGED,
+    VISITOR_GENERATION,
+    fixed,
+)
 
 # --- last seen and its flush queue, one hash tag {ls:<partition>} per partition
 # (ACTIVITY_LAST_SEEN_PARTITIONS): a Cluster spreads the writes; a script stays in one slot.
@@ -554,12 +563,31 @@ def retention_table(table_id: str) -> str:
 # script call per partition advances a batch's people and a Cluster spreads the calls.
 
 
+@family("{fn:<partition>}:states:<generation>", "hash", FUNNEL_GENERATION)
+def funnel_states(partition: int, generation: int) -> str:
+    """Hash: person (``u:<user>`` or ``v:<visitor>``) -> their progress in every funnel (JSON,
+    ``store.funnel_progress``), for the partition's people whose latest write fell in ``generation``
+    (``lifetimes.FUNNEL_STATES``: a state lives 62 to 93 days after its latest write)."""
+    return f"{prefix()}{{fn:{partition}}}:states:{generation}"
+
+
+# Releases before the generations kept each person's progress in a string of its own, with a TTL:
+# ``activity_upgrade`` moves each into its partition's current generation.
 @family("{fn:<partition>}:person:<person>", "string", DELETE)
-def funnel_state(partition: int, person: str) -> str:
-    """String: the person's progress in every funnel (JSON, ``store.funnel_progress``), ``person``
-    being ``u:<user>`` or ``v:<visitor>``; lives the longest window of the funnels plus 32 days
-    after the latest view taken."""
+def former_funnel_state(partition: int, person: str) -> str:
+    """String: a person's progress as releases before the generations kept it."""
     return f"{prefix()}{{fn:{partition}}}:person:{person}"
+
+
+def former_funnel_state_pattern() -> str:
+    """SCAN MATCH pattern of the ``former_funnel_state`` keys."""
+    return match_pattern(f"{prefix()}{{fn:*}}:person:*")
+
+
+def former_funnel_state_parts(key: str) -> tuple[int, str]:
+    """(partition, person) of a ``former_funnel_state`` key."""
+    partition, _, person = key.removeprefix(f"{prefix()}{{fn:").partition("}:person:")
+    return int(partition), person
 
 
 @family("{fn:<partition>}:counts:<month>", "hash", DATED)

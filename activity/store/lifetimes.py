@@ -9,6 +9,7 @@ from datetime import date, datetime, timedelta
 
 from activity import calendar, conf
 from activity.calendar import DAY_SECONDS
+from activity.funnel_rules import MAX_WINDOW
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,13 @@ class Generations:
 # 5 generations).
 VISITORS = Generations(days=100, keep_days=400)
 VISITOR_GENERATION = VISITORS.lifetime()
+
+# A person's funnel progress lives the longest window a funnel may have plus STATE_DAYS after the
+# latest view a funnel took: the longest month, so the person counts once in it, and a day of
+# margin. In generations of 31 days, 3 are alive at once.
+STATE_DAYS = 32
+FUNNEL_STATES = Generations(days=31, keep_days=MAX_WINDOW // DAY_SECONDS + STATE_DAYS)
+FUNNEL_GENERATION = FUNNEL_STATES.lifetime()
 
 # Written by no release since generations; the sweep merges such a key into its shard's current
 # generation and deletes it (``store.audience.queue_merge_legacy``), whatever its TTL.

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
 from typing import Any
 
 from activity import calendar
@@ -35,6 +34,7 @@ class Where:
     day_bitmaps: Sequence[tuple[str, str]]  # (day name, its bitmap), for the export's active days
     rate_counters: Sequence[str]  # throttle counters that may name the user (no hash tag: one DEL each)
     person: str  # the user as funnels name people (``u:<user>``)
+    progress: funnels.Home  # where the user's funnel progress can be
 
 
 def _queue_tombstone(pipe: Pipeline, tombstones: str, member: str | bytes, now: float, until: float) -> None:
@@ -60,10 +60,10 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     removals are plain commands, each in any order after the tombstones."""
     user = where.user
     part = partition_of(user)
-    progress, progress_tombstones = funnels.person_keys(where.person)
+    progress = where.progress
     pipe = client.pipeline(transaction=False)
     for tombstones, member in (
-        (progress_tombstones, where.person),
+        (progress.tombstones, where.person),
         (pages_now.tombstones_key(), where.person),
         (part.tombstones, user),
         (keys.tombstones("ses"), user),
@@ -86,7 +86,8 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
 
     # Each by-name entry the user can have: under every name they went by, and under their id.
     entries = [f"{name}\0{user}" for name in {user, *([display.value] if display.value else []), *aliases.value}]
-    gone: list[tuple[Any, ...]] = [("DEL", progress), ("ZREM", part.seen, user), ("ZREM", part.dirty, user)]
+    gone: list[tuple[Any, ...]] = [("ZREM", part.seen, user), ("ZREM", part.dirty, user), ("DEL", progress.former)]
+    gone += [("HDEL", generation, where.person) for generation in progress.generations]
     for period in where.page_periods:
         gone.append(("ZREM", keys.viewers_by_name(period), *entries))
         gone.append(("SREM", keys.viewers_by_name_pending(period), *entries))
@@ -98,7 +99,7 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     gone += [("HDEL", key, where.visitor) for key in where.visitor_hashes]
     if dense.value is not None:
         gone.append(("HDEL", keys.dense_ids(), where.digest))
-    tombstoned, linked_gone = _linked_visitors(visitors.value, calendar.day_of(now))
+    tombstoned, linked_gone = _linked_visitors(visitors.value, now)
     for tombstones, member in tombstoned:
         _queue_tombstone(pipe, tombstones, member, now, until)
     removed = [pages_now.queue_forget(pipe, where.person)]
@@ -112,7 +113,9 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     return Sum(removed).value, sorted(entry_ids(groups.value))
 
 
-def _linked_visitors(visitors: Sequence[str], day: date) -> tuple[list[tuple[str, bytes | str]], list[tuple[Any, ...]]]:
+def _linked_visitors(
+    visitors: Sequence[str], now: float
+) -> tuple[list[tuple[str, bytes | str]], list[tuple[Any, ...]]]:
     """The visitors linked to an erased user (at most ``services.signin.MAX_LINKED``): where each is
     tombstoned (tombstones, member), and the commands that remove its link, session, first visit and
     funnel progress."""
@@ -121,14 +124,16 @@ def _linked_visitors(visitors: Sequence[str], day: date) -> tuple[list[tuple[str
     for visitor in visitors:
         raw = bytes.fromhex(visitor)
         shard = audience.shard_of(raw)
-        hashes, tombstones = audience.visitor_home(raw, day)
+        hashes, tombstones = audience.visitor_home(raw, calendar.day_of(now))
         person = funnels.visitor_person(visitor)
-        state, state_tombstones = funnels.person_keys(person)
-        tombstoned += [(tombstones, raw), (state_tombstones, person)]
+        progress = funnels.person_home(person, now)
+        tombstoned += [(tombstones, raw), (progress.tombstones, person)]
         gone += [
-            ("DEL", key) for key in (keys.visitor_link(shard, visitor), keys.visitor_session(shard, visitor), state)
+            ("DEL", key)
+            for key in (keys.visitor_link(shard, visitor), keys.visitor_session(shard, visitor), progress.former)
         ]
         gone += [("HDEL", key, raw) for key in hashes]
+        gone += [("HDEL", generation, person) for generation in progress.generations]
     return tombstoned, gone
 
 
@@ -171,16 +176,22 @@ def footprint(client: Client, where: Where) -> Footprint:
     for key in where.visitor_hashes:
         pipe.hget(key, where.visitor)
     pipe.hget(keys.dense_ids(), where.digest)
-    pipe.get(funnels.person_keys(where.person)[0])
     pipe.hget(keys.now_page(), where.person)
     pipe.zscore(keys.now_latest(), where.person)
     pipe.zrange(keys.linked_visitors(user), 0, -1, withscores=True)
     linked = pipe.reply()
+    progress = []
+    for generation in where.progress.generations:
+        pipe.hget(generation, where.person)
+        progress.append(pipe.reply())
+    pipe.get(where.progress.former)
+    progress.append(pipe.reply())
     replies = pipe.execute()
     seen, dirty, claimed, tombstone, session, pttl, (name, *views), aliases, groups = replies[:9]
     visits = 9 + len(where.visitor_hashes)
     first = next((day for day in replies[9:visits] if day is not None), None)
-    dense, progress, page_now, page_now_ts = replies[visits : visits + 4]
+    dense, page_now, page_now_ts = replies[visits : visits + 3]
+    state = next((read.value for read in progress if read.value is not None), None)
     first_active, bits = None, [0] * len(where.day_bitmaps)
     if dense is not None:
         dense = int(dense)
@@ -205,7 +216,7 @@ def footprint(client: Client, where: Where) -> Footprint:
         first_visit_day=None if first is None else int(first),
         first_active_day=first_active,
         tombstone=tombstone,
-        funnels=funnel_progress.exported(progress),
+        funnels=funnel_progress.exported(state),
         page_now=None if page_now is None else (page_now, page_now_ts),
         visitors=[(visitor, when) for visitor, when in linked.value],
     )

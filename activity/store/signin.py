@@ -74,7 +74,7 @@ def continue_visitor(
     session = keys.visitor_session(shard, visitor)
     pipe = client.pipeline(transaction=False)
     pipe.lrange(session, 0, -1)
-    progress = funnels.queue_read(pipe, visitor_person, user_person)
+    progress = funnels.queue_read(pipe, visitor_person, user_person, now)
     rows = pipe.execute()[0]
     pages = sorted(((entry_view(row)[1], n, row) for n, row in enumerate(rows)), key=lambda page: page[:2])
     if pages and pages[-1][0] < now - window_s:

@@ -13,7 +13,7 @@ from activity import calendar, permissions
 from activity.events import Event
 from activity.funnel_rules import MAX_FUNNELS
 from activity.models import Funnel, FunnelCount
-from activity.services import funnels, ingest
+from activity.services import funnels, ingest, privacy
 from activity.store import funnel_progress, keys, lifetimes
 from activity.store import funnels as funnel_store
 from activity.store.client import get_client
@@ -172,15 +172,17 @@ def test_a_state_in_an_older_generation_moves_on_into_the_current_one(at, redis_
     t = noon(GENERATION_ENDS)
     funnel = define(["/a", "/b"], window=86400, created=t - 3600)
     at(t)
-    ingest.record_events([view("1", t, "/a")])
+    ingest.record_events([view("1", t, "/a"), view("2", t, "/a")])
     at(t + 22 * 3600)  # 10:00 the next day
     ingest.record_events([view("1", t + 22 * 3600, "/b")])
+    privacy.erase("2")  # looks in the older generation too
+    assert funnel_store.read_states(get_client(), ["u:2"], t + 22 * 3600) == {"u:2": None}
     person, partition = "u:1", funnel_store.partition_of("u:1")
     assert not redis_client.hexists(keys.funnel_states(partition, old), person)
     assert funnel_progress.exported(redis_client.hget(keys.funnel_states(partition, new), person))["latest_view"] == (
         t + 22 * 3600
     )
-    assert people(funnel, "day", GENERATION_ENDS) == [1, 1]  # counted on the entry's day, once
+    assert people(funnel, "day", GENERATION_ENDS) == [2, 1]  # counted on the entry's day, once
     kept = generations.ttl(new, t + 22 * 3600)  # 92 days and 14 hours: written on the generation's first day
     assert kept - 30 <= redis_client.ttl(keys.funnel_states(partition, new)) <= kept
 

@@ -9,9 +9,10 @@ code driving them, nothing else of the bench imported), against a private redis-
 ``valgrind --tool=callgrind`` with its instrumentation off until a shape's batches start: users each
 with a page view and a visit today, then per shape (``bench.capacity``'s: a returning user's last
 seen, a returning user's page view, a user's first page view in this process today, a new anonymous
-visitor; then a returning user's page view again, once other users hold the top viewers' places)
-one warm-up pass and one counted pass through ``ingest.record_events`` in batches of 1,000.
-Counted: everything redis-server ran meanwhile (parsing, scripts, commands, replies).
+visitor; then a returning user's page view again, once other users hold the top viewers' places,
+and once more with 20 funnels whose steps nearly every page matches) one warm-up pass and one
+counted pass through ``ingest.record_events`` in batches of 1,000. Counted: everything
+redis-server ran meanwhile (parsing, scripts, commands, replies).
 
     python -m bench.redis_instructions                     # 20,000 users
     python -m bench.redis_instructions --against ../other  # and another checkout, side by side
@@ -47,11 +48,15 @@ SHAPES = {
     "first_page_view": "page view, the user's first in this process today",
     "anonymous": "anonymous visit, a new visitor",
     "page_view_below_top": "page view, returning user below the top viewers",
+    "page_view_funnels": "page view, returning user below the top viewers, with 20 funnels",
 }
 # Users given more views than the bench's users reach, as many as the top viewers keep
 # (``store.sessions.CANDIDATES``), so the last shape's views stay below the bar, as most of a real
 # site's do; in the others every user has as many views as every other and ties it.
 TOP_VIEWERS, TOP_VIEWS = 1000, 20
+# The last shape's funnels: each of 3 prefix steps (``/p/<digit>*``), so nearly every page is some
+# funnels' step 1 and every user's view moves a state on.
+FUNNELS = 20
 
 
 @contextmanager
@@ -131,6 +136,7 @@ def counted_shapes(pid: int, users: int, folder: Path, profile: Path | None) -> 
     from django.core.management import call_command
 
     from activity import clock
+    from activity import models as funnel_models
     from activity.events import Event
     from activity.services import ingest
 
@@ -168,13 +174,28 @@ def counted_shapes(pid: int, users: int, folder: Path, profile: Path | None) -> 
     def nothing() -> None:
         pass
 
+    def define_funnels() -> None:
+        from datetime import UTC, datetime
+
+        from activity.models import Funnel
+        from activity.services import funnels
+
+        for k in range(FUNNELS):
+            steps = [f"/p/{(k + step) % 9 + 1}*" for step in range(3)]
+            Funnel.objects.create(name=f"bench {k}", steps=steps, window=3600, mode="sequential")
+        Funnel.objects.update(created=datetime.fromtimestamp(moment[0] - 3600, UTC))  # before every view
+        funnels.forget()
+
     shapes = {
         "last_seen": (lambda first: record(events(first, False)), 1, nothing),
         "page_view": (page_views, 1, nothing),
         "first_page_view": (page_views, FORGET, nothing),
         "anonymous": (anonymous, 1, nothing),
         "page_view_below_top": (page_views, 1, top_viewers),
+        "page_view_funnels": (page_views, 1, define_funnels),
     }
+    if not hasattr(funnel_models, "Funnel"):  # a checkout from before the funnels
+        del shapes["page_view_funnels"]
     counts = {}
     for name, (send, step, prepare) in shapes.items():
         prepare()
@@ -227,8 +248,10 @@ def main() -> None:
     table = [["ingest shape", "Redis instructions per event", *compared]]
     for key, name in SHAPES.items():
         row = [name, f"{figures['this'][key]:,.0f}"]
-        if options.against:
+        if options.against and key in figures["against"]:
             row += [f"{figures['against'][key]:,.0f}", f"{figures['this'][key] / figures['against'][key]:.3f}x"]
+        elif options.against:
+            row += ["(not in that checkout)", ""]
         table.append(row)
     command = "python -m bench.redis_instructions" + (" --smoke" if options.smoke else f" --users {users}")
     command += f" --against {options.against}" if options.against else ""

@@ -41,13 +41,6 @@ ROUND_S = 10  # seconds of the bench's clock between two rounds
 STATE_FAMILY = "{fn:<partition>}:states:<generation>"
 
 
-def state_hashes_pattern() -> str:
-    """SCAN MATCH pattern of the funnel states' generation hashes."""
-    from activity.store.families import match_pattern, prefix
-
-    return match_pattern(f"{prefix()}{{fn:*}}:states:*")
-
-
 def site_funnels(rng: random.Random, created: float, pages: int, first_id: int) -> list:
     """Twenty funnels over the site's ``pages`` most viewed pages, 3 to 5 steps each, a prefix step
     now and then."""
@@ -85,9 +78,11 @@ def main() -> None:
 
 
 def run(users: int, rounds: int) -> None:
-    from activity import clock
+    from activity import calendar, clock
     from activity.events import Event
     from activity.services import funnels, ingest
+    from activity.store import funnels as funnel_store
+    from activity.store import keys, lifetimes
     from activity.store.client import get_client
 
     rng = random.Random(20261129)
@@ -156,7 +151,8 @@ def run(users: int, rounds: int) -> None:
 
     memory = memory_by_family(client)
     state = memory.get(STATE_FAMILY, (0, 0))
-    state_people = sum(client.hlen(key) for key in client.scan_iter(match=state_hashes_pattern(), count=1000))
+    live = lifetimes.FUNNEL_STATES.live(calendar.day_of(moment[0]))
+    state_people = sum(client.hlen(keys.funnel_states(p, g)) for p in range(funnel_store.PARTITIONS) for g in live)
     counts = memory.get("{fn:<partition>}:counts:<month>", (0, 0))
     results = {
         "users_per_set": users,

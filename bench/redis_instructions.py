@@ -135,8 +135,7 @@ def counted_shapes(pid: int, users: int, folder: Path, profile: Path | None) -> 
     django.setup()
     from django.core.management import call_command
 
-    from activity import clock
-    from activity import models as funnel_models
+    from activity import clock, models
     from activity.events import Event
     from activity.services import ingest
 
@@ -177,13 +176,12 @@ def counted_shapes(pid: int, users: int, folder: Path, profile: Path | None) -> 
     def define_funnels() -> None:
         from datetime import UTC, datetime
 
-        from activity.models import Funnel
         from activity.services import funnels
 
         for k in range(FUNNELS):
             steps = [f"/p/{(k + step) % 9 + 1}*" for step in range(3)]
-            Funnel.objects.create(name=f"bench {k}", steps=steps, window=3600, mode="sequential")
-        Funnel.objects.update(created=datetime.fromtimestamp(moment[0] - 3600, UTC))  # before every view
+            models.Funnel.objects.create(name=f"bench {k}", steps=steps, window=3600, mode="sequential")
+        models.Funnel.objects.update(created=datetime.fromtimestamp(moment[0] - 3600, UTC))  # before every view
         funnels.forget()
 
     shapes = {
@@ -194,7 +192,7 @@ def counted_shapes(pid: int, users: int, folder: Path, profile: Path | None) -> 
         "page_view_below_top": (page_views, 1, top_viewers),
         "page_view_funnels": (page_views, 1, define_funnels),
     }
-    if not hasattr(funnel_models, "Funnel"):  # a checkout from before the funnels
+    if not hasattr(models, "Funnel"):  # a checkout from before the funnels
         del shapes["page_view_funnels"]
     counts = {}
     for name, (send, step, prepare) in shapes.items():

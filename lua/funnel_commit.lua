@@ -9,21 +9,22 @@
 -- Prelude: lua/tombstones.lua (tombstoned).
 --
 -- KEYS[1]  tombstones of erased people (sorted set: person -> expiry)
--- KEYS[2 .. 1+G]  the partition's states of its G live generations, the current first (hash:
---          person -> state)
--- KEYS[2+G ..]  the counts of C months of entry (hash: '<funnel>:<period>:<step>' -> people)
--- ARGV[1]  now, epoch seconds; ARGV[2] the current generation's TTL, seconds (>= 1); ARGV[3] G;
---          ARGV[4] C
+-- KEYS[2]  the partition's states of the current generation (hash: person -> state)
+-- KEYS[3]  the partition's states of the generation before
+-- KEYS[4]  the partition's states of the one before that
+-- KEYS[5 ..]  the counts of C months of entry (hash: '<funnel>:<period>:<step>' -> people)
+-- ARGV[1]  now, epoch seconds; ARGV[2] the current generation's TTL, seconds (>= 1); ARGV[3] C
 -- then C TTLs of the counts hashes, in KEYS order (seconds, >= 1)
 -- then 4 per person: the person ('u:<user>' or 'v:<visitor>'), the state read ('' for none), the
 --   new state, the counts added ('<hash> <field> ...', hash 1..C: one person each)
 -- Returns  the numbers (1..P) of the people whose state changed since it was read.
-local now, ttl, G, C = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if now == nil or ttl == nil or ttl < 1 or G == nil or G < 1 or C == nil or C < 0 or #KEYS ~= 1 + G + C
-    or #ARGV < 4 + C or (#ARGV - 4 - C) % 4 ~= 0 then
-  return redis.error_reply('funnel_commit: expected now, a TTL >= 1, G >= 1 and C; 1 + G + C keys, C TTLs and 4 arguments per person')
+local G = 3 -- the generations' keys
+local now, ttl, C = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if now == nil or ttl == nil or ttl < 1 or C == nil or C < 0 or #KEYS ~= 1 + G + C
+    or #ARGV < 3 + C or (#ARGV - 3 - C) % 4 ~= 0 then
+  return redis.error_reply('funnel_commit: expected now, a TTL >= 1 and C; 4 + C keys, C TTLs and 4 arguments per person')
 end
-local people_at, P = 5 + C, (#ARGV - 4 - C) / 4
+local people_at, P = 4 + C, (#ARGV - 3 - C) / 4
 local people = {}
 for p = 1, P do
   people[p] = ARGV[people_at + 4 * (p - 1)]
@@ -100,7 +101,7 @@ for h = 1, C do
     for field, counted in pairs(added[h]) do
       redis.call('HINCRBY', KEYS[1 + G + h], field, string.format('%d', counted))
     end
-    redis.call('EXPIRE', KEYS[1 + G + h], ARGV[4 + h])
+    redis.call('EXPIRE', KEYS[1 + G + h], ARGV[3 + h])
   end
 end
 return changed

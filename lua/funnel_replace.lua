@@ -6,13 +6,15 @@
 -- Prelude: lua/tombstones.lua (tombstoned).
 --
 -- KEYS[1]  the partition's tombstones (member -> expiry)
--- KEYS[2 ..]  the partition's states of its live generations, the current first (hash: person -> state)
+-- KEYS[2]  the partition's states of the current generation (hash: person -> state)
+-- KEYS[3]  the partition's states of the generation before
+-- KEYS[4]  the partition's states of the one before that
 -- ARGV[1]  the person ('u:<user>' or 'v:<visitor>'), ARGV[2] now, epoch seconds
 -- ARGV[3]  the state read ('' for none), ARGV[4] the new state ('' to delete it)
 -- ARGV[5]  the current generation's TTL, seconds (>= 1)
 -- Returns  1 replaced, 0 the state changed since it was read, -1 the person is tombstoned.
-if #KEYS < 2 or #ARGV ~= 5 then
-  return redis.error_reply('funnel_replace: expected tombstones and at least one generation; 5 arguments')
+if #KEYS ~= 4 or #ARGV ~= 5 then
+  return redis.error_reply('funnel_replace: expected 4 keys and 5 arguments')
 end
 local person, now, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5])
 if now == nil or ttl == nil or ttl < 1 then
@@ -22,7 +24,7 @@ if tombstoned(KEYS[1], person, now) then
   return -1
 end
 local found = false
-for k = 2, #KEYS do
+for k = 2, 4 do
   found = redis.call('HGET', KEYS[k], person)
   if found then
     break
@@ -31,7 +33,7 @@ end
 if (found or '') ~= ARGV[3] then
   return 0
 end
-for k = 3, #KEYS do
+for k = 3, 4 do
   redis.call('HDEL', KEYS[k], person)
 end
 if ARGV[4] == '' then

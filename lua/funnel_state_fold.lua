@@ -5,12 +5,14 @@
 -- nothing.
 --
 -- KEYS[1]  the earlier key (string)
--- KEYS[2 ..]  the partition's states of its live generations, the current first (hash: person -> state)
+-- KEYS[2]  the partition's states of the current generation (hash: person -> state)
+-- KEYS[3]  the partition's states of the generation before
+-- KEYS[4]  the partition's states of the one before that
 -- ARGV[1]  the person ('u:<user>' or 'v:<visitor>')
 -- ARGV[2]  the current generation's TTL, seconds (>= 1)
 -- Returns  1 when the state was moved, 0 when it was gone or a generation held the person.
-if #KEYS < 2 or #ARGV ~= 2 then
-  return redis.error_reply('funnel_state_fold: expected the earlier key and at least one generation; 2 arguments')
+if #KEYS ~= 4 or #ARGV ~= 2 then
+  return redis.error_reply('funnel_state_fold: expected 4 keys and 2 arguments')
 end
 local person, ttl = ARGV[1], tonumber(ARGV[2])
 if ttl == nil or ttl < 1 then
@@ -21,7 +23,7 @@ if not state then
   return 0
 end
 redis.call('DEL', KEYS[1])
-for k = 2, #KEYS do
+for k = 2, 4 do
   if redis.call('HEXISTS', KEYS[k], person) == 1 then
     return 0
   end

@@ -127,12 +127,13 @@ def commit(client: Client, changes: Sequence[Change], now: float) -> list[str]:
         by_partition[partition_of(change.person)].append(change)
     pipe = client.pipeline(transaction=False)
     calls: list[tuple[list[Change], Reply]] = []
+    ttl = _current_ttl(now)
     for partition, own in by_partition.items():
         generations = _generations(partition, now)
         for group in chunks(own, PER_CALL):
             months = sorted({month for change in group for month, _ in change.advanced.added})
             number = {month: n for n, month in enumerate(months, 1)}
-            args: list[str | int] = [repr(now), _current_ttl(now), len(generations), len(months)]
+            args: list[str | int] = [repr(now), ttl, len(months)]
             args += [counts_ttl(calendar.parse_period("month", month.removeprefix("m:")), now) for month in months]
             for change in group:
                 added = " ".join(f"{number[month]} {field}" for month, field in change.advanced.added)
@@ -170,17 +171,21 @@ def counts(client: Client, funnel: Funnel, period: str, start: date) -> list[int
 class Home:
     """Where a person's progress may be at a time: what an erase clears and an export reads."""
 
+    person: str
     generations: list[str]  # the partition's live states hashes, the current first
     former: str  # the string a release before the generations kept it in, until the upgrade moves it
     tombstones: str  # the partition's tombstones
+
+    def removals(self) -> list[tuple[str, ...]]:
+        """The commands that remove the person's progress, wherever it is."""
+        return [*(("HDEL", generation, self.person) for generation in self.generations), ("DEL", self.former)]
 
 
 def person_home(person: str, now: float) -> Home:
     """Where ``person``'s progress may be at ``now``."""
     partition = partition_of(person)
-    return Home(
-        _generations(partition, now), keys.former_funnel_state(partition, person), keys.tombstones(f"fn:{partition}")
-    )
+    former, tombstones = keys.former_funnel_state(partition, person), keys.tombstones(f"fn:{partition}")
+    return Home(person, _generations(partition, now), former, tombstones)
 
 
 # --- a sign-in: the visitor's progress continues as the user's (docs/funnels.md#signing-in) -----
@@ -257,13 +262,13 @@ def fold_former_states(client: Client, step: int, now: float) -> Iterator[int]:
     """Move the states a release before the generations kept, a string per person, into their
     partitions' current generations, ``step`` keys a SCAN step; yields how many each step moved.
     Safe to interrupt and to run again: a moved string is gone."""
+    ttl = _current_ttl(now)
     for found in scan_steps(client, keys.former_funnel_state_pattern(), step):
         pipe = client.pipeline(transaction=False)
         calls = []
         for key in found:
             partition, person = keys.former_funnel_state_parts(key)
-            generations = _generations(partition, now)
-            calls.append(pipe.script(STATE_FOLD, [key, *generations], [person, _current_ttl(now)]))
+            calls.append(pipe.script(STATE_FOLD, [key, *_generations(partition, now)], [person, ttl]))
         if calls:
             pipe.execute()
             yield sum(call.value for call in calls)

@@ -134,7 +134,8 @@ VISITOR_GENERATION = VISITORS.lifetime()
 
 # A person's funnel progress lives the longest window a funnel may have plus STATE_DAYS after the
 # latest view a funnel took: the longest month, so the person counts once in it, and a day of
-# margin. In generations of 31 days, 3 are alive at once.
+# margin. In generations of 31 days, exactly 3 are alive at once (62 is twice 31): the funnel
+# scripts' KEYS[2..4].
 STATE_DAYS = 32
 FUNNEL_STATES = Generations(days=31, keep_days=MAX_WINDOW // DAY_SECONDS + STATE_DAYS)
 FUNNEL_GENERATION = FUNNEL_STATES.lifetime()

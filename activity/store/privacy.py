@@ -86,8 +86,7 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
 
     # Each by-name entry the user can have: under every name they went by, and under their id.
     entries = [f"{name}\0{user}" for name in {user, *([display.value] if display.value else []), *aliases.value}]
-    gone: list[tuple[Any, ...]] = [("ZREM", part.seen, user), ("ZREM", part.dirty, user), ("DEL", progress.former)]
-    gone += [("HDEL", generation, where.person) for generation in progress.generations]
+    gone: list[tuple[Any, ...]] = [("ZREM", part.seen, user), ("ZREM", part.dirty, user), *progress.removals()]
     for period in where.page_periods:
         gone.append(("ZREM", keys.viewers_by_name(period), *entries))
         gone.append(("SREM", keys.viewers_by_name_pending(period), *entries))
@@ -128,12 +127,9 @@ def _linked_visitors(
         person = funnels.visitor_person(visitor)
         progress = funnels.person_home(person, now)
         tombstoned += [(tombstones, raw), (progress.tombstones, person)]
-        gone += [
-            ("DEL", key)
-            for key in (keys.visitor_link(shard, visitor), keys.visitor_session(shard, visitor), progress.former)
-        ]
+        gone += [("DEL", key) for key in (keys.visitor_link(shard, visitor), keys.visitor_session(shard, visitor))]
         gone += [("HDEL", key, raw) for key in hashes]
-        gone += [("HDEL", generation, person) for generation in progress.generations]
+        gone += progress.removals()
     return tombstoned, gone
 
 

@@ -8,13 +8,16 @@
 -- KEYS[1]  the link (string: the user id)
 -- KEYS[2]  this shard's tombstones of erased visitor ids (member -> expiry)
 -- KEYS[3]  the shard's hash of the current generation
--- KEYS[4..]  the shard's hashes of the older live generations, newest first (at most 4 keys)
+-- KEYS[4]  the shard's hash of the generation before it
+-- KEYS[5]  ... of the one before that
+-- KEYS[6]  ... of the one before that
+-- KEYS[7]  ... of the oldest live generation (store.lifetimes.VISITORS: 5 live at once)
 -- ARGV[1]  user id, ARGV[2] the link's TTL, seconds (>= 1)
 -- ARGV[3]  the visitor id (16 raw bytes), ARGV[4] the day number of the sign-in
 -- ARGV[5]  now, epoch seconds; ARGV[6] TTL of the current generation's hash, seconds (>= 1)
 -- Returns  1 when a first visit was recorded, else 0.
-if #KEYS < 3 or #KEYS > 7 or #ARGV ~= 6 then
-  return redis.error_reply('visitor_link: expected the link, tombstones and 1-5 hashes; 6 arguments')
+if #KEYS ~= 7 or #ARGV ~= 6 then
+  return redis.error_reply('visitor_link: expected the link, tombstones and 5 hashes; 6 arguments')
 end
 local link_ttl, now, kept = tonumber(ARGV[2]), tonumber(ARGV[5]), tonumber(ARGV[6])
 if link_ttl == nil or link_ttl < 1 or now == nil or kept == nil or kept < 1 then
@@ -25,7 +28,7 @@ local visitor = ARGV[3]
 if tombstoned(KEYS[2], visitor, now) then
   return 0
 end
-for k = 3, #KEYS do
+for k = 3, 7 do
   if redis.call('HEXISTS', KEYS[k], visitor) == 1 then
     return 0
   end

@@ -532,7 +532,7 @@ def test_scripts_check_their_arguments_and_change_nothing(redis_client):
     counter, erased = keys.new_visitors(0, "20261123"), keys.tombstones("vis:0")
     seen, legacy = keys.visitor_generation(0, 207), keys.visitor_seen(0, 0)
     with pytest.raises(redis.ResponseError, match="first_visit"):
-        store.FIRST_VISIT(redis_client, [counter, erased, seen], [20415, 60, NOON, 60])
+        store.FIRST_VISIT(redis_client, [counter, erased, seen], [20415, 60, NOON, 60, b"x" * 16])
     with pytest.raises(redis.ResponseError, match="first_visit"):
         store.FIRST_VISIT(redis_client, [counter, erased, *[seen] * 6], [20415, 60, NOON, 60, b"x" * 16])
     for args in ([60], [0, 10], [60, 0]):
@@ -540,7 +540,7 @@ def test_scripts_check_their_arguments_and_change_nothing(redis_client):
             store.MERGE_VISITORS(redis_client, [legacy, seen], args)
     for ttls in ((0, 60), (60, 0)):
         with pytest.raises(redis.ResponseError, match="ttls"):
-            store.FIRST_VISIT(redis_client, [counter, erased, seen], [20415, ttls[0], NOON, ttls[1], b"x" * 16])
+            store.FIRST_VISIT(redis_client, [counter, erased, *[seen] * 5], [20415, ttls[0], NOON, ttls[1], b"x" * 16])
     with pytest.raises(redis.ResponseError, match="harvest_counter"):
         store.HARVEST_COUNTER(redis_client, [counter], [60])
     assert redis_client.exists(counter, seen) == 0

@@ -78,7 +78,7 @@ def per_node_cpu(client) -> dict[str, float]:
 
 def held_tags(client, tags: list[str]) -> dict[str, str]:
     """What each primary of a cluster holds of the hash tags ``tags``, by the primary's name: the
-    single tags named, the numbered ones (``ls:<n>``, ``vis:<n>``) counted."""
+    single tags named, the numbered ones (``ls:<n>``, ``vis:<n>``, ``grp:<n>``) counted."""
     held: dict[str, list[str]] = defaultdict(list)
     for tag in tags:
         held[client.get_node_from_key(f"{{{tag}}}").name].append(tag)
@@ -210,6 +210,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
     from activity.store import last_seen
     from activity.store.audience import VISITOR_SHARDS
     from activity.store.client import get_client
+    from activity.store.groups import INDEX_PARTITIONS
 
     moment = [clock.now()]
     clock.now = lambda: moment[0]  # ingest remembers a day's writes until a moment: the bench moves it
@@ -294,7 +295,8 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         cluster_partitions = last_seen.partition_count()  # what the run used, not what it asked for
         before_nodes = per_node_cpu(cluster_client)
         tags = ["ses", "pv", "now", "au", "grp", "uv"] + [f"ls:{n}" for n in range(cluster_partitions)]
-        holds = held_tags(cluster_client, tags + [f"vis:{n}" for n in range(VISITOR_SHARDS)])
+        spread = [f"vis:{n}" for n in range(VISITOR_SHARDS)] + [f"grp:{n}" for n in range(INDEX_PARTITIONS)]
+        holds = held_tags(cluster_client, tags + spread)
     before_standalone = cpu_seconds(client)
     rates = harness.interleaved({"standalone": (push, sizes), "cluster": (on_cluster, sizes)}, rounds)
     standalone_cpu = cpu_seconds(client) - before_standalone

@@ -32,8 +32,9 @@ from activity import calendar, clock
 from activity.events import Event
 from activity.models import DailyRollup, UserActivity
 from activity.services import flush, ingest, last_seen, locks
-from activity.store import keys
+from activity.store import keys, partitioning
 from activity.store.flush import FlushQueue
+from activity.store.groups import INDEX_PARTITIONS
 from activity.store.last_seen import by_partition
 from project.redis_server import free_port
 from tests.celery_procs import worker_database_url
@@ -111,13 +112,13 @@ def test_backfill_costs_bounded_queries_and_round_trips_per_batch(redis_client, 
     with django_assert_num_queries(10), CommandDelta(redis_client) as delta:
         run("activity_backfill", "--batch-size", "10")
     # Per batch one pipeline of "ZADD unless smaller" (one a last-seen partition the batch touches)
-    # and the users' group index entries (an HMGET), then the first days: one call assigning dense ids, one BITFIELD
-    # read, and one first_active call per day (one, or two when the 25 minutes of logins span a
-    # local midnight).
+    # and the users' group index entries (an HMGET a partition of the index), then the first days:
+    # one call assigning dense ids, one BITFIELD read, and one first_active call per day (one, or two
+    # when the 25 minutes of logins span a local midnight).
     batches = [users[start : start + 10] for start in range(0, 25, 10)]
     days = len({calendar.day_of(login_ts(user)) for user in get_user_model().objects.all()})
     assert delta.calls["evalsha"] == sum(len(by_partition(batch)) for batch in batches) + 5 + days
-    assert delta.calls["hmget"] == len(batches)
+    assert delta.calls["hmget"] == sum(len(partitioning.spread(batch, INDEX_PARTITIONS)) for batch in batches)
     assert not {"scan", "keys", "sort", "zrange"} & set(delta.calls)
 
 

@@ -23,8 +23,16 @@ NOW = 1_790_000_000.0
 
 
 def group_keys() -> str:
-    """SCAN pattern of every group-view key (each has a TTL; ``sweep`` deletes strays)."""
-    return f"{keys.prefix()}{{grp}}:*"
+    """SCAN pattern of every group-view key, the index's partitions included (each has a TTL;
+    ``sweep`` deletes strays)."""
+    return f"{keys.prefix()}{{grp[:}}]*"
+
+
+def index(client) -> dict[str, str]:
+    """The whole user -> groups index, every partition's entries."""
+    return {
+        user: ids for p in range(store.INDEX_PARTITIONS) for user, ids in client.hgetall(keys.user_groups(p)).items()
+    }
 
 
 def make_group(name: str, size: int, prefix: str | None = None) -> tuple[Group, list[str]]:
@@ -151,19 +159,23 @@ def test_second_round_trip_only_for_members_of_materialized_views(staff_api, red
     assert sent["zadd"] == outside["zadd"] + 1  # + the view's ZADD XX GT
 
 
-def test_a_batch_reads_its_users_index_entries_in_one_command_a_call(staff_api, redis_client):
-    """No view built: the index does not exist, and the batch's one HMGET finds nothing to update;
-    once one is built, the same command finds its members."""
-    group, users = make_group("g", 3)
+def test_a_batch_reads_its_users_index_entries_in_one_command_a_partition(staff_api, redis_client):
+    """No view built: the index does not exist, and the batch's HMGETs, one per index partition of
+    its users, find nothing to update; once one is built, the same commands find its members."""
+    group, users = make_group("g", 12)
+    partitions = len({store.index_key(user) for user in users})
+    assert partitions > 1  # 12 users over 16 partitions: the index spreads
     with CommandDelta(redis_client) as delta:
         ingest.record_events([Event(user=user, ts=NOW) for user in users])
     before = delta.calls
-    assert (before["evalsha"], before["hmget"]) == (1, 1)
-    assert redis_client.exists(keys.user_groups()) == 0
+    assert (before["evalsha"], before["hmget"]) == (1, partitions)
+    assert index(redis_client) == {}
     staff_api.get(f"/api/v1/groups/{group.pk}/members/")
+    assert index(redis_client) == {user: str(group.pk) for user in users}
+    assert all(redis_client.ttl(store.index_key(user)) > groups.VIEW_TTL for user in users)
     with CommandDelta(redis_client) as delta:
         ingest.record_events([Event(user=user, ts=NOW + 1) for user in users])
-    assert (delta.calls["evalsha"], delta.calls["hmget"]) == (1, 1)
+    assert (delta.calls["evalsha"], delta.calls["hmget"]) == (1, partitions)
     assert delta.calls["zadd"] == before["zadd"] + 1  # + the view's ZADD XX GT
     assert {ts for _, ts in view(redis_client, group)} == {NOW + 1}
 
@@ -171,21 +183,21 @@ def test_a_batch_reads_its_users_index_entries_in_one_command_a_call(staff_api, 
 def test_the_index_lives_as_long_as_its_longest_build(db, redis_client):
     client = redis_client
     store.build(client, 1, {"a": None}, "", 1000)
-    store.build(client, 2, {"b": None}, "", 10)  # a shorter build does not cut the index short
-    assert client.ttl(keys.user_groups()) > 1000
-    store.build(client, 3, {"c": None}, "", 5000)
-    assert client.ttl(keys.user_groups()) > 5000
-    assert client.hgetall(keys.user_groups()) == {"a": "1", "b": "2", "c": "3"}
+    store.build(client, 2, {"a": None}, "", 10)  # a shorter build does not cut the index short
+    assert client.ttl(store.index_key("a")) > 1000
+    store.build(client, 3, {"a": None}, "", 5000)
+    assert client.ttl(store.index_key("a")) > 5000
+    assert index(client) == {"a": "1,2,3"}
 
 
 def test_an_index_entry_gains_and_loses_group_ids_and_goes_when_empty(db, redis_client):
     client = redis_client
     for group_id in (4, 9, 4):  # a rebuild adds nothing twice
         store.build(client, group_id, {"a": None, "b": None}, "", 100)
-    assert client.hgetall(keys.user_groups()) == {"a": "4,9", "b": "4,9"}
+    assert index(client) == {"a": "4,9", "b": "4,9"}
     store.drop(client, [4], [(4, "a"), (4, "b")], 100)
     store.drop(client, [9], [(9, "a")], 100)
-    assert client.hgetall(keys.user_groups()) == {"b": "9"}
+    assert index(client) == {"b": "9"}
 
 
 def _burst(members: list[str], seconds: float, seed: int) -> None:
@@ -281,12 +293,12 @@ def test_membership_changes_reflected_on_next_read(staff_api, redis_client, djan
         newcomer.groups.add(group)  # forward side
     body = staff_api.get(url).json()
     assert body["count"] == 4 and body["results"][0]["user"] == str(newcomer.pk)
-    assert str(group.pk) in redis_client.hget(keys.user_groups(), str(newcomer.pk)).split(",")
+    assert str(group.pk) in index(redis_client)[str(newcomer.pk)].split(",")
 
     with django_capture_on_commit_callbacks(execute=True):
         group.user_set.remove(newcomer)  # reverse side
     assert staff_api.get(url).json()["count"] == 3
-    assert redis_client.hget(keys.user_groups(), str(newcomer.pk)) is None
+    assert str(newcomer.pk) not in index(redis_client)
     record(str(newcomer.pk), NOW + 10)  # a former member's update stays out
     assert str(newcomer.pk) not in [r["user"] for r in staff_api.get(url).json()["results"]]
 
@@ -331,6 +343,29 @@ def test_update_landing_between_build_read_and_publish_is_caught_up(db, redis_cl
         return scores
 
     monkeypatch.setattr(groups.last_seen_store, "get_many", get_many_then_race)
+    page = groups.members_page(group.pk, 0, 10)
+    assert raced and page.rows[0] == (users[3], NOW + 50)
+    assert view(redis_client, group) == expected_order(redis_client, users)
+
+
+def test_update_landing_between_index_edit_and_publish_is_caught_up(db, redis_client, monkeypatch):
+    """The build's own window: the members' index entries are written (their own round trip, as the
+    index is spread over other slots) and the view is not published yet. An update then finds the
+    entry but no view; the catch-up pass applies it."""
+    group, users = make_group("g", 5)
+    record(users[0], NOW)
+    real_build_key = store.keys.group_view_build
+    raced = []
+
+    def build_key_then_race(group_id: int, token: str) -> str:
+        if not raced:
+            raced.append(True)
+            assert str(group.pk) in index(redis_client)[users[3]]
+            record(users[3], NOW + 50)  # the entry is there, the view is not: ZADD XX adds nothing
+            assert redis_client.exists(keys.group_view(group.pk)) == 0
+        return real_build_key(group_id, token)
+
+    monkeypatch.setattr(store.keys, "group_view_build", build_key_then_race)
     page = groups.members_page(group.pk, 0, 10)
     assert raced and page.rows[0] == (users[3], NOW + 50)
     assert view(redis_client, group) == expected_order(redis_client, users)

@@ -97,7 +97,7 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "funnel_counts": ((3, "202611"), 43 * DAY - 12 * HOUR),  # as the month's audience keys
     "group_view_build": ((5, "ab12"), GONE),
     "group_epoch": ((5,), GONE),
-    "user_groups": ((), GONE),
+    "user_groups": ((3,), GONE),
     "group_members": ((5,), LONG),
     "group_active_scratch": ((), GONE),
     "tombstones": (("vis:3",), GONE),

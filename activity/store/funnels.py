@@ -7,7 +7,6 @@ the calls; a read sums the partitions in one round trip."""
 
 from __future__ import annotations
 
-import zlib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from datetime import date, timedelta
 from activity import calendar
 from activity.calendar import DAY_SECONDS
 from activity.funnel_rules import MAX_WINDOW
-from activity.store import funnel_progress, keys
+from activity.store import funnel_progress, keys, partitioning
 from activity.store.client import PER_CALL, Client, Reply, chunks, scan_steps
 from activity.store.funnel_progress import Advanced, Funnel
 from activity.store.lifetimes import FUNNEL_STATES, KEEP_DAYS
@@ -33,8 +32,8 @@ def visitor_person(visitor: str) -> str:
 
 
 def partition_of(person: str) -> int:
-    """CRC-32 of the person's id, the same in every process and release."""
-    return zlib.crc32(person.encode()) % PARTITIONS
+    """The person's partition (``partitioning.partition_of``)."""
+    return partitioning.partition_of(person, PARTITIONS)
 
 
 def months_between(first: date, last: date) -> list[date]:
@@ -74,10 +73,7 @@ class States:
 
     def __init__(self, pipe: Pipeline, people: Sequence[str], now: float) -> None:
         self._read: list[tuple[list[str], list[Reply]]] = []
-        by_partition: dict[int, list[str]] = defaultdict(list)
-        for person in people:
-            by_partition[partition_of(person)].append(person)
-        for partition, own in by_partition.items():
+        for partition, own in partitioning.spread(people, PARTITIONS).items():
             generations = _generations(partition, now)
             for group in chunks(own, PER_CALL):
                 replies = []

@@ -9,11 +9,12 @@ one script."""
 from __future__ import annotations
 
 import secrets
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
 
 from activity.calendar import PERIODS, name_of
-from activity.store import keys, people
+from activity.store import keys, partitioning, people
 from activity.store.audience import BITS
 from activity.store.client import PER_CALL, Client, Reply, Sum, chunks
 from activity.store.scripts import LuaScript, Pipeline
@@ -25,6 +26,9 @@ GROUP_ACTIVE = LuaScript("group_active")
 NEVER = -1.0  # score of a member never seen: below every real epoch time
 BUILD_TTL_MS = 30_000  # a builder that dies leaves its temporary key for at most this long
 INDEX_SLACK = 60  # seconds the user -> groups index outlives the views it points to
+# Hash tags {grp:0}..{grp:15} the user -> groups index is spread over, so a Cluster spreads the read
+# every event's batch makes; changing it re-homes every entry, so it is fixed.
+INDEX_PARTITIONS = 16
 ZADD_CHUNK = 1000
 
 # group id -> {user id: last seen}
@@ -48,17 +52,20 @@ def epoch(client: Client, group_id: int) -> str:
 
 
 def build(client: Client, group_id: int, scores: Mapping[str, float | None], seen_epoch: str, ttl: int) -> bool:
-    """Materialize a group's view; False when a membership change raced it. One MULTI: fill a
-    temporary key, add the group to each member's index entry (the index outlives the view by
-    ``INDEX_SLACK``), publish only if the epoch is still ``seen_epoch``.
+    """Materialize a group's view; False when a membership change raced it. Two round trips: add the
+    group to each member's index entry (the index outlives the view by ``INDEX_SLACK``), then one
+    MULTI filling a temporary key and publishing it only if the epoch is still ``seen_epoch``. The
+    index first, so from the publish on every event of a member finds the view.
     Concurrent builders each use their own key, so the last publish wins with an equally complete view."""
+    edit = client.pipeline(transaction=False)
+    _queue_index_edit(edit, group_id, scores, True, ttl)
+    edit.execute()
     temp = keys.group_view_build(group_id, secrets.token_hex(8))
     view_ttl_ms = int(ttl * 1000)
     pipe = client.pipeline(transaction=True)
     for batch in chunks(scores.items(), ZADD_CHUNK):
         pipe.zadd(temp, {member: NEVER if score is None else score for member, score in batch})
         pipe.pexpire(temp, BUILD_TTL_MS)
-    _queue_index_edit(pipe, group_id, scores, True, ttl)
     published_at = pipe.script(
         PUBLISH, [temp, keys.group_view(group_id), keys.group_epoch(group_id)], [seen_epoch, view_ttl_ms]
     )
@@ -66,16 +73,26 @@ def build(client: Client, group_id: int, scores: Mapping[str, float | None], see
     return published_at.value == 1
 
 
+def index_key(user: str) -> str:
+    """The user -> groups index hash holding ``user``'s entry."""
+    return keys.user_groups(_index_partition(user))
+
+
+def _index_partition(user: str) -> int:
+    return partitioning.partition_of(user, INDEX_PARTITIONS)
+
+
 class GroupIndexes:
-    """The group index entries of a batch's users, queued as one ``HMGET`` of at most ``PER_CALL``
-    users each (nothing to read while no view is built: the index does not exist); ``grouped``
-    reads them once the pipeline has run."""
+    """The group index entries of a batch's users, queued as one ``HMGET`` per index partition of
+    at most ``PER_CALL`` users each (nothing to read while no view is built: the index does not
+    exist); ``grouped`` reads them once the pipeline has run."""
 
     def __init__(self, pipe: Pipeline, users: Iterable[str]) -> None:
         self.calls: list[tuple[list[str], Reply]] = []
-        for chunk in chunks(users, PER_CALL):
-            pipe.hmget(keys.user_groups(), chunk)
-            self.calls.append((chunk, pipe.reply()))
+        for partition, own in partitioning.spread(users, INDEX_PARTITIONS).items():
+            for chunk in chunks(own, PER_CALL):
+                pipe.hmget(keys.user_groups(partition), chunk)
+                self.calls.append((chunk, pipe.reply()))
 
     def grouped(self) -> dict[str, list[str]]:
         """Each user in some built group view -> its group ids."""
@@ -109,28 +126,36 @@ def upsert(client: Client, updates: Updates) -> int:
 
 
 def drop(client: Client, group_ids: Iterable[int], removed: Iterable[tuple[int, str]], ttl: int) -> None:
-    """Membership changed: bump each group's epoch (discarding a build in flight), delete its view
-    and take the group out of removed members' index entries; one MULTI. The epoch outlives any
-    build, so none sees it expire and come back with the value it read."""
+    """Membership changed: bump each group's epoch (discarding a build in flight) and delete its
+    view in one MULTI, then take the group out of removed members' index entries. The epoch outlives
+    any build, so none sees it expire and come back with the value it read. An entry left behind
+    (the process stopped between) costs an event a ``ZADD XX`` that changes nothing: a view lists
+    only the members its build read, and its index entries expire with it."""
     pipe = client.pipeline(transaction=True)
     for group_id in set(group_ids):
         pipe.incr(keys.group_epoch(group_id))
         pipe.expire(keys.group_epoch(group_id), ttl + INDEX_SLACK)
         pipe.delete(keys.group_view(group_id))
-    leaving: dict[int, list[str]] = {}
-    for group_id, user in removed:
-        leaving.setdefault(group_id, []).append(user)
-    for group_id, users in leaving.items():
-        _queue_index_edit(pipe, group_id, users, False, ttl)
     if len(pipe):
         pipe.execute()
+    leaving: dict[int, list[str]] = defaultdict(list)
+    for group_id, user in removed:
+        leaving[group_id].append(user)
+    edit = client.pipeline(transaction=False)
+    for group_id, users in leaving.items():
+        _queue_index_edit(edit, group_id, users, False, ttl)
+    if len(edit):
+        edit.execute()
 
 
 def _queue_index_edit(pipe: Pipeline, group_id: int, users: Iterable[str], adding: bool, ttl: int) -> None:
-    """Queue adding ``group_id`` to the users' index entries (or taking it out), ``PER_CALL`` users
-    a call; an add keeps the index at least ``INDEX_SLACK`` beyond a view of ``ttl`` seconds."""
-    for chunk in chunks(users, PER_CALL):
-        pipe.script(INDEX_EDIT, [keys.user_groups()], [group_id, int(adding), ttl + INDEX_SLACK, *chunk])
+    """Queue adding ``group_id`` to the users' index entries (or taking it out), one call per index
+    partition and ``PER_CALL`` users; an add keeps the index at least ``INDEX_SLACK`` beyond a view
+    of ``ttl`` seconds."""
+    for partition, own in partitioning.spread(users, INDEX_PARTITIONS).items():
+        for chunk in chunks(own, PER_CALL):
+            args = [group_id, int(adding), ttl + INDEX_SLACK, *chunk]
+            pipe.script(INDEX_EDIT, [keys.user_groups(partition)], args)
 
 
 # --- membership bitmaps ({au}) -------------------------------------------------------------------

@@ -489,9 +489,10 @@ def reports_read() -> str:
     return f"{prefix()}{PV_TAG}:reports:read"
 
 
-# --- group views: every key tagged {grp}, so one Lua call or MULTI may touch any of them ---------
-# Apart from {ls}: a build reads last seen in its own round trip. A key found without a TTL is a
-# leftover; deleting it is safe, as the next read rebuilds the view.
+# --- group views: the views, builds and epochs tagged {grp}, so one Lua call or MULTI may touch any
+# of them; the user -> groups index, read by every event's batch, spread over {grp:<partition>} as
+# last seen is. Apart from {ls}: a build reads last seen in its own round trip. A key found without
+# a TTL is a leftover; deleting it is safe, as the next read rebuilds the view.
 
 
 @family("{grp}:view:<group_id>", "zset", DELETE)
@@ -512,11 +513,12 @@ def group_epoch(group_id: int) -> str:
     return f"{prefix()}{{grp}}:epoch:{group_id}"
 
 
-@family("{grp}:user-groups", "hash", DELETE)
-def user_groups() -> str:
-    """Hash: user -> the comma-separated ids of their groups whose views were built, so an event
-    finds the views to update (``lua/group_index_edit.lua``); absent while no view is built."""
-    return f"{prefix()}{{grp}}:user-groups"
+@family("{grp:<partition>}:user-groups", "hash", DELETE)
+def user_groups(partition: int) -> str:
+    """Hash: user of the partition (``store.groups.index_key``) -> the comma-separated ids of
+    their groups whose views were built, so an event finds the views to update
+    (``lua/group_index_edit.lua``); absent while no view lists one of its users."""
+    return f"{prefix()}{{grp:{partition}}}:user-groups"
 
 
 # --- retention cohorts (docs/cohorts.md): tagged {au}, so a BITOP reads cohorts and active users

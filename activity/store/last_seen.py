@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import functools
 import heapq
-import zlib
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from activity import conf
-from activity.store import keys
+from activity.store import keys, partitioning
 from activity.store.client import Client, Sum, chunks
 from activity.store.scripts import LuaScript, Pipeline
 
@@ -69,16 +67,13 @@ def partition_of(user: str) -> Partition:
 
 
 def partition_index(user: str) -> int:
-    """CRC-32 of the id, the same in every process and release (``hash`` of a string is salted)."""
-    return zlib.crc32(user.encode()) % partition_count()
+    """The index of ``user``'s partition (``partitioning.partition_of``)."""
+    return partitioning.partition_of(user, partition_count())
 
 
 def by_partition(users: Iterable[str]) -> dict[int, list[str]]:
     """``users`` grouped by partition index (first-seen order kept within each)."""
-    groups: dict[int, list[str]] = defaultdict(list)
-    for user in users:
-        groups[partition_index(user)].append(user)
-    return groups
+    return partitioning.spread(users, partition_count())
 
 
 def _flatten(scores: Mapping[str, float], users: Iterable[str]) -> list[str | float]:

@@ -12,7 +12,7 @@ from typing import Any
 from activity import calendar
 from activity.store import audience, funnel_progress, funnels, keys, pages_now, sessions
 from activity.store.client import Client, Sum
-from activity.store.groups import entry_ids
+from activity.store.groups import entry_ids, index_key
 from activity.store.last_seen import partition_of
 from activity.store.scripts import LuaScript, Pipeline
 
@@ -80,7 +80,7 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     dense = pipe.reply()
     pipe.zrange(keys.linked_visitors(user), 0, -1)
     visitors = pipe.reply()
-    pipe.hget(keys.user_groups(), user)
+    pipe.hget(index_key(user), user)
     groups = pipe.reply()
     pipe.execute()
 
@@ -168,7 +168,7 @@ def footprint(client: Client, where: Where) -> Footprint:
     pipe.pttl(keys.session(user))
     pipe.hmget(keys.viewer(user), [keys.VIEWER_NAME, *where.page_periods])
     pipe.smembers(keys.display_aliases(user))
-    pipe.hget(keys.user_groups(), user)
+    pipe.hget(index_key(user), user)
     for key in where.visitor_hashes:
         pipe.hget(key, where.visitor)
     pipe.hget(keys.dense_ids(), where.digest)

@@ -78,7 +78,7 @@ def per_node_cpu(client) -> dict[str, float]:
 
 def held_tags(client, tags: list[str]) -> dict[str, str]:
     """What each primary of a cluster holds of the hash tags ``tags``, by the primary's name: the
-    single tags named, the numbered ones (``ls:<n>``, ``vis:<n>``, ``grp:<n>``) counted."""
+    single tags named, the numbered ones (``ls:<n>``, ``vis:<n>``, ``grp-index:<n>``) counted."""
     held: dict[str, list[str]] = defaultdict(list)
     for tag in tags:
         held[client.get_node_from_key(f"{{{tag}}}").name].append(tag)
@@ -294,8 +294,8 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         cluster_client = get_client()
         cluster_partitions = last_seen.partition_count()  # what the run used, not what it asked for
         before_nodes = per_node_cpu(cluster_client)
-        tags = ["ses", "pv", "now", "au", "grp", "uv"] + [f"ls:{n}" for n in range(cluster_partitions)]
-        spread = [f"vis:{n}" for n in range(VISITOR_SHARDS)] + [f"grp:{n}" for n in range(INDEX_PARTITIONS)]
+        tags = ["ses", "pv", "now", "au", "uv"] + [f"ls:{n}" for n in range(cluster_partitions)]
+        spread = [f"vis:{n}" for n in range(VISITOR_SHARDS)] + [f"grp-index:{n}" for n in range(INDEX_PARTITIONS)]
         holds = held_tags(cluster_client, tags + spread)
     before_standalone = cpu_seconds(client)
     rates = harness.interleaved({"standalone": (push, sizes), "cluster": (on_cluster, sizes)}, rounds)

@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+import redis
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
@@ -25,7 +26,7 @@ NOW = 1_790_000_000.0
 def group_keys() -> str:
     """SCAN pattern of every group-view key, the index's partitions included (each has a TTL;
     ``sweep`` deletes strays)."""
-    return f"{keys.prefix()}{{grp[:}}]*"
+    return f"{keys.prefix()}{{grp[:-]*"
 
 
 def index(client) -> dict[str, str]:
@@ -271,12 +272,22 @@ def test_views_exact_after_concurrent_threads(db, redis_client):
 # --- builds, membership, sweep -----------------------------------------------------------------------
 
 
+def test_the_drop_script_refuses_bad_arguments_and_changes_nothing(redis_client):
+    epoch, view = keys.group_epoch(8), keys.group_view(8)
+    redis_client.zadd(view, {"a": 1.0})
+    for script_keys, args in (([epoch, view], [0]), ([epoch, view], ["soon"]), ([epoch], [60])):
+        with pytest.raises(redis.ResponseError, match="group_view_drop"):
+            store.DROP(redis_client, script_keys, args)
+    assert redis_client.exists(epoch) == 0 and redis_client.zcard(view) == 1
+
+
 def test_build_raced_by_membership_change_is_discarded(redis_client):
     seen_epoch = store.epoch(redis_client, 7)
     store.drop(redis_client, [7], [], 300)  # a membership change lands while we build
+    assert 300 < redis_client.ttl(keys.group_epoch(7)) <= 300 + store.INDEX_SLACK  # never without one
     assert store.build(redis_client, 7, {"a": 1.0, "b": None}, seen_epoch, 300) is False
-    assert list(redis_client.scan_iter(match=f"{keys.prefix()}{{grp}}:*view*")) == []
-    assert list(redis_client.scan_iter(match=f"{keys.prefix()}{{grp}}:build:*")) == []
+    assert redis_client.exists(keys.group_view(7)) == 0
+    assert list(redis_client.scan_iter(match=keys.group_view_build(7, "*"))) == []
     assert store.build(redis_client, 7, {"a": 1.0, "b": None}, store.epoch(redis_client, 7), 300) is True
     assert redis_client.zrevrange(keys.group_view(7), 0, -1, withscores=True) == [("a", 1.0), ("b", -1.0)]
 

@@ -275,7 +275,7 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
         "{ls}:dirty",
         "{ls}:claimed",
         "{ls:<partition>}:claimed",
-        "{grp}:build:<group_id>:<token>",
+        "{grp:<group_id>}:build:<token>",
         "{au}:group-and",  # written and deleted inside one script call
         "{ses}:moving",  # the same
         "{ses}:next-trim",  # the same

@@ -20,6 +20,7 @@ from activity.store.client import PER_CALL, Client, Reply, Sum, chunks
 from activity.store.scripts import LuaScript, Pipeline
 
 PUBLISH = LuaScript("group_view_publish")
+DROP = LuaScript("group_view_drop")
 INDEX_EDIT = LuaScript("group_index_edit")
 GROUP_ACTIVE = LuaScript("group_active")
 
@@ -127,25 +128,21 @@ def upsert(client: Client, updates: Updates) -> int:
 
 def drop(client: Client, group_ids: Iterable[int], removed: Iterable[tuple[int, str]], ttl: int) -> None:
     """Membership changed: bump each group's epoch (discarding a build in flight) and delete its
-    view in one MULTI, then take the group out of removed members' index entries. The epoch outlives
-    any build, so none sees it expire and come back with the value it read. An entry left behind
-    (the process stopped between) costs an event a ``ZADD XX`` that changes nothing: a view lists
-    only the members its build read, and its index entries expire with it."""
-    pipe = client.pipeline(transaction=True)
+    view (``lua/group_view_drop.lua``, a call per group, in the group's slot), and take the group
+    out of removed members' index entries; one round trip. The epoch outlives any build, so none
+    sees it expire and come back with the value it read. An entry that outlives its view (a build in
+    flight added it again) costs an event a ``ZADD XX`` that changes nothing: a view lists only the
+    members its build read, and the entries expire with the views."""
+    pipe = client.pipeline(transaction=False)
     for group_id in set(group_ids):
-        pipe.incr(keys.group_epoch(group_id))
-        pipe.expire(keys.group_epoch(group_id), ttl + INDEX_SLACK)
-        pipe.delete(keys.group_view(group_id))
-    if len(pipe):
-        pipe.execute()
+        pipe.script(DROP, [keys.group_epoch(group_id), keys.group_view(group_id)], [ttl + INDEX_SLACK])
     leaving: dict[int, list[str]] = defaultdict(list)
     for group_id, user in removed:
         leaving[group_id].append(user)
-    edit = client.pipeline(transaction=False)
     for group_id, users in leaving.items():
-        _queue_index_edit(edit, group_id, users, False, ttl)
-    if len(edit):
-        edit.execute()
+        _queue_index_edit(pipe, group_id, users, False, ttl)
+    if len(pipe):
+        pipe.execute()
 
 
 def _queue_index_edit(pipe: Pipeline, group_id: int, users: Iterable[str], adding: bool, ttl: int) -> None:

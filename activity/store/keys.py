@@ -489,36 +489,37 @@ def reports_read() -> str:
     return f"{prefix()}{PV_TAG}:reports:read"
 
 
-# --- group views: the views, builds and epochs tagged {grp}, so one Lua call or MULTI may touch any
-# of them; the user -> groups index, read by every event's batch, spread over {grp:<partition>} as
-# last seen is. Apart from {ls}: a build reads last seen in its own round trip. A key found without
-# a TTL is a leftover; deleting it is safe, as the next read rebuilds the view.
+# --- group views: each group's view, builds and epoch tagged by the group, {grp:<group_id>}, so one
+# Lua call or MULTI may touch them and a Cluster spreads the groups; the user -> groups index, read
+# by every event's batch, spread over {grp-index:<partition>} as last seen is. Apart from {ls}: a
+# build reads last seen in its own round trip. A key found without a TTL is a leftover; deleting it
+# is safe, as the next read rebuilds the view.
 
 
-@family("{grp}:view:<group_id>", "zset", DELETE)
+@family("{grp:<group_id>}:view", "zset", DELETE)
 def group_view(group_id: int) -> str:
     """Sorted set: member of the group -> last seen (-1: never seen)."""
-    return f"{prefix()}{{grp}}:view:{group_id}"
+    return f"{prefix()}{{grp:{group_id}}}:view"
 
 
-@family("{grp}:build:<group_id>:<token>", "zset", DELETE)
+@family("{grp:<group_id>}:build:<token>", "zset", DELETE)
 def group_view_build(group_id: int, token: str) -> str:
     """Sorted set: a view being built, RENAMEd over the view when complete."""
-    return f"{prefix()}{{grp}}:build:{group_id}:{token}"
+    return f"{prefix()}{{grp:{group_id}}}:build:{token}"
 
 
-@family("{grp}:epoch:<group_id>", "string", DELETE)
+@family("{grp:<group_id>}:epoch", "string", DELETE)
 def group_epoch(group_id: int) -> str:
     """String counter bumped on each membership change, so a build that raced one is discarded."""
-    return f"{prefix()}{{grp}}:epoch:{group_id}"
+    return f"{prefix()}{{grp:{group_id}}}:epoch"
 
 
-@family("{grp:<partition>}:user-groups", "hash", DELETE)
+@family("{grp-index:<partition>}:user-groups", "hash", DELETE)
 def user_groups(partition: int) -> str:
     """Hash: user of the partition (``store.groups.index_key``) -> the comma-separated ids of
     their groups whose views were built, so an event finds the views to update
     (``lua/group_index_edit.lua``); absent while no view lists one of its users."""
-    return f"{prefix()}{{grp:{partition}}}:user-groups"
+    return f"{prefix()}{{grp-index:{partition}}}:user-groups"
 
 
 # --- retention cohorts (docs/cohorts.md): tagged {au}, so a BITOP reads cohorts and active users

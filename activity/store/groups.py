@@ -27,8 +27,8 @@ GROUP_ACTIVE = LuaScript("group_active")
 NEVER = -1.0  # score of a member never seen: below every real epoch time
 BUILD_TTL_MS = 30_000  # a builder that dies leaves its temporary key for at most this long
 INDEX_SLACK = 60  # seconds the user -> groups index outlives the views it points to
-# Hash tags {grp:0}..{grp:15} the user -> groups index is spread over, so a Cluster spreads the read
-# every event's batch makes; changing it re-homes every entry, so it is fixed.
+# Hash tags {grp-index:0}..{grp-index:15} the user -> groups index is spread over, so a Cluster
+# spreads the read every event's batch makes; changing it re-homes every entry, so it is fixed.
 INDEX_PARTITIONS = 16
 ZADD_CHUNK = 1000
 
@@ -76,11 +76,7 @@ def build(client: Client, group_id: int, scores: Mapping[str, float | None], see
 
 def index_key(user: str) -> str:
     """The user -> groups index hash holding ``user``'s entry."""
-    return keys.user_groups(_index_partition(user))
-
-
-def _index_partition(user: str) -> int:
-    return partitioning.partition_of(user, INDEX_PARTITIONS)
+    return keys.user_groups(partitioning.partition_of(user, INDEX_PARTITIONS))
 
 
 class GroupIndexes:

@@ -18,6 +18,7 @@ broken link. The app is imported with the example project's settings, read from 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import sys
@@ -33,6 +34,8 @@ MARKER = re.compile(
     r"<!-- (key-schema|settings|constants|bench: [\w-]+|bench-compare: [\w-]+ [\w-]+"
     r"|include: [\w./-]+|readme: [^>]+?) -->"
 )
+# The bytes a user of each key family, measured by `python -m bench.capacity`.
+CAPACITY = ROOT / "bench" / "results" / "capacity.json"
 # Images the benchmark pages show, served from bench/results/ under benchmarks/.
 IMAGES = ("membership.png",)
 
@@ -109,11 +112,22 @@ def _duration(seconds: int) -> str:
 
 
 def key_schema() -> str:
-    """One row per key family: pattern, Redis type, lifetime, and the first paragraph of its builder's docstring."""
+    """One row per key family: pattern, Redis type, lifetime, bytes a user in ``bench.capacity``'s
+    profile (``CAPACITY``), and the first paragraph of its builder's docstring. A family the profile
+    measured that the code no longer has stops the build: the results file is then older than the
+    layout, and the bench has to run again."""
     _django()
     from activity.store import families
 
-    rows = ["| key (after `ACTIVITY_KEY_PREFIX`) | type | TTL | holds |", "|---|---|---|---|"]
+    capacity = json.loads(_read(CAPACITY))
+    measured = capacity["memory_by_family"]
+    gone = sorted(set(measured) - {family.pattern for family in families.FAMILIES})
+    if gone:
+        raise PluginError(
+            f"docs/hooks.py: {CAPACITY.name} measures families no key builder has ({gone}): "
+            "run `python -m bench.capacity` again"
+        )
+    rows = ["| key (after `ACTIVITY_KEY_PREFIX`) | type | TTL | bytes a user | holds |", "|---|---|---|---:|---|"]
     for family in families.FAMILIES:
         kind = family.lifetime.kind
         if kind == "ttl":
@@ -130,8 +144,16 @@ def key_schema() -> str:
         else:
             lifetime = LIFETIMES[kind]
         doc = (family.builder.__doc__ or "").strip().split("\n\n", 1)[0] if family.builder else ""
-        rows.append(f"| `{family.pattern}` | {family.redis_type} | {lifetime} | {_cell(doc)} |")
-    return "\n".join(rows)
+        size = measured.get(family.pattern)
+        per_user = "" if size is None else f"{size['bytes_per_user']:,.1f}"
+        rows.append(f"| `{family.pattern}` | {family.redis_type} | {lifetime} | {per_user} | {_cell(doc)} |")
+    total = sum(size["bytes_per_user"] for size in measured.values())
+    return "\n".join(rows) + (
+        f"\n\nBytes a user: `python -m bench.capacity`'s run of {capacity['when']} ({capacity['users']:,} users,"
+        " each with one page view and one anonymous visit; `MEMORY USAGE` of every key of the family over the"
+        f" users), {total:,.0f} in all: {capacity['bytes_per_user']:,.0f} of the users' structures and"
+        f" {capacity['bytes_per_visitor']:,.0f} of the visitors'. Blank: a family that profile does not write."
+    )
 
 
 def settings_table() -> str:
@@ -186,8 +208,6 @@ COMPARED = (
 def http_comparison(before_name: str, after_name: str) -> str:
     """Two ``bench.http`` runs side by side: each case's ratio to its floor (measured within its own
     run), and the batches' events a second."""
-    import json
-
     runs = [json.loads(_read(ROOT / "bench" / "results" / f"{name}.json")) for name in (before_name, after_name)]
     rows = ["| case | before | after | after / before |", "|---|---|---|---|"]
     for key, ratio, label in COMPARED:

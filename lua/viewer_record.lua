@@ -9,13 +9,14 @@
 -- Reports: a user's first view of a period adds their "name NUL user" entry to the period's pending
 -- set, an O(1) SADD where the index takes an ordered insert (report_by_name.lua merges them; the
 -- marker '' tells the SADD that made the set, the one to give it a TTL). A rename keeps the former
--- name in the user's aliases (so an erase finds old entries) and replaces the user's by-name
--- entries. Each period keeps its top viewers, the cap users with the most views, ties to the greater
--- user id as SORT ... DESC breaks them, so no report sorts every viewer: counts only grow, so the
--- cap-th member's views (the bar), read once per call, decide; the counts at or above it are ZADDed,
--- and one ZREMRANGEBYRANK sends the lowest beyond the cap away. The trim leaves the cap greatest of
--- the set and the call's users: what adding them one by one against a rising bar would have kept.
--- The entries and the counts go in one SADD and one ZADD per period once every user is counted. Users
+-- name as a field of the hash ('a:' and the name: an erase finds the old entries by it; the hash
+-- outlives them, as it outlives its periods) and replaces the user's by-name entries. Each period
+-- keeps its top viewers, the cap users with the most views, ties to the greater user id as SORT ...
+-- DESC breaks them, so no report sorts every viewer: counts only grow, so the cap-th member's views
+-- (the bar), read once per call, decide; the counts at or above it are ZADDed, and one
+-- ZREMRANGEBYRANK sends the lowest beyond the cap away. The trim leaves the cap greatest of the set
+-- and the call's users: what adding them one by one against a rising bar would have kept. The
+-- entries and the counts go in one SADD and one ZADD per period once every user is counted. Users
 -- tombstoned at now are skipped.
 -- Prelude: lua/fence.lua, run first: it takes its key and arguments; KEYS and ARGV below are
 -- what it leaves.
@@ -28,13 +29,13 @@
 -- KEYS[5]  the week's by-name index
 -- KEYS[6]  the day's pending by-name entries (set, and the marker '')
 -- KEYS[7]  the week's pending by-name entries
--- KEYS[8..] 2 per user: the user's views hash, the user's former display names (set)
+-- KEYS[8..] 1 per user: the user's views hash
 -- ARGV[1]  the day's field (d:YYYYMMDD)
 -- ARGV[2]  the week's field (w:YYYYWww)
 -- ARGV[3]  the oldest day field kept; older d: fields are dropped
 -- ARGV[4]  the oldest week field kept; older w: fields are dropped
 -- ARGV[5]  TTL of the day's keys, seconds (>= 1)
--- ARGV[6]  TTL of the week's keys and the aliases, seconds (>= 1)
+-- ARGV[6]  TTL of the week's keys, seconds (>= 1)
 -- ARGV[7]  TTL of the views hashes, seconds (>= 1), given at a user's first view of a day
 -- ARGV[8]  top viewers kept per period (cap >= 1)
 -- ARGV[9]  now, epoch seconds
@@ -42,8 +43,8 @@
 --          username ('' when unknown: never replaces a name)
 -- Returns  the number of views counted.
 local users = (#ARGV - 9) / 3
-if #ARGV < 9 or (#ARGV - 9) % 3 ~= 0 or #KEYS ~= 7 + 2 * users then
-  return redis.error_reply('viewer_record: expected 7 keys and 9 arguments, then 2 keys and 3 arguments per user')
+if #ARGV < 9 or (#ARGV - 9) % 3 ~= 0 or #KEYS ~= 7 + users then
+  return redis.error_reply('viewer_record: expected 7 keys and 9 arguments, then a key and 3 arguments per user')
 end
 local day_field, week_field, oldest_day, oldest_week = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local day_ttl, week_ttl, hash_ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -91,7 +92,8 @@ local function pend(pending, entries, ttl)
   end
 end
 
--- Drop the hash's day and week fields older than the oldest kept (period names sort by date).
+-- Drop the hash's day and week fields older than the oldest kept (period names sort by date); the
+-- name and the former names stay.
 local function prune(hash, day_kept, week_kept)
   for _, field in ipairs(redis.call('HKEYS', hash)) do
     local kind = string.sub(field, 1, 2)
@@ -111,7 +113,7 @@ local day_bar, week_bar = bar_of(day_top, cap), bar_of(week_top, cap)
 local day_scores, week_scores, day_entries, week_entries = {}, {}, {}, {}
 local counted = 0
 for i = 1, users do
-  local hash, aliases = KEYS[6 + 2 * i], KEYS[7 + 2 * i]
+  local hash = KEYS[7 + i]
   local user, views, name = ARGV[7 + 3 * i], tonumber(ARGV[8 + 3 * i]), ARGV[9 + 3 * i]
   if not (erasures and tombstoned(tombstones, user, now)) then
     counted = counted + views
@@ -128,8 +130,10 @@ for i = 1, users do
       if name == '' then
         name = old or user
       end
-      if old ~= name then
+      if not old then
         redis.call('HSET', hash, 'name', name)
+      elseif old ~= name then
+        redis.call('HSET', hash, 'name', name, 'a:' .. old, '1')
       end
     end
     if first_day then
@@ -143,8 +147,6 @@ for i = 1, users do
       redis.call('ZREM', week_index, former)
       redis.call('SREM', day_pending, former)
       redis.call('SREM', week_pending, former)
-      redis.call('SADD', aliases, old)
-      redis.call('EXPIRE', aliases, week_ttl)
     end
     if renamed or first_day then
       day_entries[#day_entries + 1] = name .. '\0' .. user

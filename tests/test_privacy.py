@@ -69,8 +69,9 @@ def test_seed_leaves_traces_everywhere_the_finder_looks(redis_client):
     seed(GONE, name="gone")
     flush.flush()
     found = "\n".join(redis_traces(GONE))
-    for where in (partition_of(GONE).seen, ":session:", ":viewer:", ":aliases:", ":top:", ":byname-pending:"):
+    for where in (partition_of(GONE).seen, ":session:", ":viewer:", ":top:", ":byname-pending:"):
         assert where in found, where
+    assert redis_client.hexists(keys.viewer(GONE), f"{keys.VIEWER_FORMER}gone-old")  # the rename's former name
     assert database_traces(GONE) == ["activity_useractivity"]
     reports.refresh()  # the by-name entries move from the pending sets into the indexes
     found = "\n".join(redis_traces(GONE))
@@ -91,6 +92,34 @@ def test_no_merge_after_an_erase_brings_the_user_back(redis_client, merged):
     for period in ("day", "week"):
         found, cache = reports.page("active-by-name", period)
         assert cache == "hit" and [row["user"] for row in found.rows] == ["bystander"]
+    assert_no_trace(GONE)
+
+
+def test_an_erase_finds_what_a_past_day_holds_under_a_former_name(redis_client):
+    """A rename replaces the user's by-name entries of the view's day and week only; the day before
+    still holds the one under the former name, which the views hash remembers for the erase."""
+    now = clock.now()
+    before = now - 2 * 86400
+    ingest.record_events([Event(user=GONE, ts=before, path="/a")], names={GONE: "before"})
+    ingest.record_events([Event(user=GONE, ts=now, path="/b")], names={GONE: "after"})
+    pending = keys.viewers_by_name_pending(period_name("day", day_of(before)))
+    assert redis_client.sismember(pending, f"before\0{GONE}")
+    privacy.erase(GONE)
+    assert not redis_client.sismember(pending, f"before\0{GONE}")
+    assert_no_trace(GONE)
+
+
+def test_an_earlier_releases_set_of_former_names_is_erased_and_exported_until_it_expires(redis_client):
+    """Releases before the views hash's former-name fields kept them in a set of their own, for up to
+    15 days: an erase finds the by-name entries made under them and deletes the set, an export lists
+    them."""
+    seed(GONE, name="gone")
+    period = period_name("day", day_of(clock.now()))
+    redis_client.sadd(keys.former_display_aliases(GONE), "ancient")
+    redis_client.zadd(keys.viewers_by_name(period), {f"ancient\0{GONE}": 0})
+    assert privacy.export(GONE)["former_names"] == ["ancient", "gone-old"]
+    privacy.erase(GONE)
+    assert redis_client.zscore(keys.viewers_by_name(period), f"ancient\0{GONE}") is None
     assert_no_trace(GONE)
 
 

@@ -227,13 +227,13 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
         ),
         (
             VIEWER_RECORD,
-            viewers,  # without the user's aliases
+            viewers[:-1],  # without the user's views hash
             [day, week, day, week, 10, 10, 10, 1000, 1.0, user, 1, ""],
-            "2 keys and 3 arguments per user",
+            "a key and 3 arguments per user",
         ),
         (
             VIEWER_RECORD,
-            [*viewers, keys.display_aliases(user)],
+            viewers,
             [day, week, day, week, 10, 10, 10, 1000, 1.0, user, 0, ""],
             "each user views must be an integer >= 1",
         ),
@@ -386,7 +386,7 @@ def test_a_batch_goes_in_calls_of_bounded_keys_and_writes_what_one_call_would(re
     # Past the fence's record and the tombstones: 2 keys per declared day, or the 6 period keys.
     assert len(sizes[SESSION_RECORD]) == math.ceil(90 / 8) and max(sizes[SESSION_RECORD]) <= 2 + 2 * 2 + 8
     assert len(sizes[VIEWER_RECORD]) == math.ceil(len({event.user for event in batch}) / 8)
-    assert max(sizes[VIEWER_RECORD]) == 2 + 6 + 2 * 8
+    assert max(sizes[VIEWER_RECORD]) == 2 + 6 + 8  # a views hash per user
     assert pv_state(redis_client) == whole
 
 
@@ -417,8 +417,8 @@ def test_a_new_user_renamed_within_a_batch_keeps_one_entry_under_the_last_name(r
     for period in ("day", "week"):
         assert pending(redis_client, period, now) == {"amy\x00n2", ""}
         assert counter(redis_client, period, now, "n2") == 2
-    # The batch's last name is the one stored: "zed" names no entry, so no alias keeps it.
-    assert not redis_client.exists(keys.display_aliases("n2"))
+    # The batch's last name is the one stored: "zed" names no entry, so no former name keeps it.
+    assert [field for field in redis_client.hkeys(keys.viewer("n2")) if field.startswith(keys.VIEWER_FORMER)] == []
     found, _ = reports.page("active-by-name")
     assert [(row["user"], row["name"], row["views"]) for row in found.rows] == [("n2", "amy", 2)]
 

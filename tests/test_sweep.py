@@ -102,7 +102,7 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "group_active_scratch": ((), GONE),
     "tombstones": (("vis:3",), GONE),
     "traffic": (("20261123",), 36 * DAY - 12 * HOUR),
-    "display_aliases": (("42",), 15 * DAY),
+    "former_display_aliases": (("42",), 15 * DAY),
     "first_day": ((), LONG),
     "first_active": (("20261020",), 192 * DAY - 12 * HOUR),  # 20 October + 26 weeks + 43 days
     "first_moved": (("20260401",), GONE),  # out of retention: no writer renews it
@@ -286,5 +286,6 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
         "{vis:<shard>}:seen:<partition>",  # first visits of releases before generations
         "{pv}:name:<user>",  # display names and view counters of releases before the views hash
         "{pv}:uv:<period>:<user>",
+        "{pv}:aliases:<user>",  # former display names of releases before the views hash's fields
         "{fn:<partition>}:person:<person>",  # funnel progress of releases before its generations
     }

@@ -263,24 +263,20 @@ def linked_visitors(user: str) -> str:
 @family("{pv}:viewer:<user>", "hash", lifetimes.views_hash())
 def viewer(user: str) -> str:
     """Hash: the user's page views per period (a field per period, named by it: ``d:YYYYMMDD``,
-    ``w:YYYYWww``; only the periods the statistics keep) and display name (field ``VIEWER_NAME``:
-    the username, or the user id until one is known). One key per viewer, not one per period."""
+    ``w:YYYYWww``; only the periods the statistics keep), display name (field ``VIEWER_NAME``: the
+    username, or the user id until one is known) and former display names (a field each,
+    ``VIEWER_FORMER`` and the name: an erase finds the entries past periods' by-name indexes still
+    hold under them). One key per viewer, not one per period."""
     return f"{prefix()}{PV_TAG}:viewer:{user}"
 
 
 VIEWER_NAME = "name"
+VIEWER_FORMER = "a:"  # the prefix of a former display name's field (lua/viewer_record.lua)
 
 
 def viewer_pattern(field: str) -> str:
     """SORT BY/GET pattern over ``field`` of every user's ``viewer`` hash."""
     return f"{viewer('*')}->{field}"
-
-
-@family("{pv}:aliases:<user>", "set", lifetimes.page_stats(weekly=True))
-def display_aliases(user: str) -> str:
-    """Set: the user's former display names, kept on a rename so an erase finds the entries past
-    periods' by-name indexes still hold under them."""
-    return f"{prefix()}{PV_TAG}:aliases:{user}"
 
 
 @family("{ses}:started:<day>", "string", lifetimes.page_stats())
@@ -376,6 +372,13 @@ def session_key_moved(key: str) -> str:
 def session_move_scratch() -> str:
     """A former key restored for a merge into the key this release keeps."""
     return f"{prefix()}{SESSIONS_TAG}:moving"
+
+
+@family("{pv}:aliases:<user>", "set", lifetimes.page_stats(weekly=True))
+def former_display_aliases(user: str) -> str:
+    """Set: the user's former display names, as releases before the ``viewer`` hash's
+    ``VIEWER_FORMER`` fields kept them; an erase and an export still read it until it expires."""
+    return f"{prefix()}{PV_TAG}:aliases:{user}"
 
 
 # An earlier release's per-user keys, which ``activity_upgrade`` folds into ``viewer``.

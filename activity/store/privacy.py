@@ -5,7 +5,7 @@ SCANs and the work is bounded by the retention, never by the number of users."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,10 +72,10 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
         (where.visitor_tombstones, where.visitor),
     ):
         _queue_tombstone(pipe, tombstones, member, now, until)
-    pipe.hget(keys.viewer(user), keys.VIEWER_NAME)
-    display = pipe.reply()
-    pipe.smembers(keys.display_aliases(user))
-    aliases = pipe.reply()
+    pipe.hgetall(keys.viewer(user))
+    viewer = pipe.reply()
+    pipe.smembers(keys.former_display_aliases(user))
+    former = pipe.reply()
     pipe.hget(keys.dense_ids(), where.digest)
     dense = pipe.reply()
     pipe.zrange(keys.linked_visitors(user), 0, -1)
@@ -85,13 +85,15 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
     pipe.execute()
 
     # Each by-name entry the user can have: under every name they went by, and under their id.
-    entries = [f"{name}\0{user}" for name in {user, *([display.value] if display.value else []), *aliases.value}]
+    display = viewer.value.get(keys.VIEWER_NAME)
+    names = {user, *([display] if display else []), *_former_names(viewer.value, former.value)}
+    entries = [f"{name}\0{user}" for name in names]
     gone: list[tuple[Any, ...]] = [("ZREM", part.seen, user), ("ZREM", part.dirty, user), *progress.removals()]
     for period in where.page_periods:
         gone.append(("ZREM", keys.viewers_by_name(period), *entries))
         gone.append(("SREM", keys.viewers_by_name_pending(period), *entries))
         gone.append(("ZREM", keys.top_viewers(period), user))
-    per_user = [keys.viewer(user), keys.display_aliases(user), keys.session(user), keys.recommendations(user)]
+    per_user = [keys.viewer(user), keys.former_display_aliases(user), keys.session(user), keys.recommendations(user)]
     per_user.append(keys.linked_visitors(user))
     per_user += [key for copy in where.report_copies for key in (keys.report_rows(copy), keys.report_meta(copy))]
     gone += [("DEL", key) for key in (*per_user, *where.rate_counters)]
@@ -110,6 +112,13 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
         removed.append(pipe.script(ZERO_FIELD, [keys.first_day()], ["u16", dense.value]))
     pipe.execute()
     return Sum(removed).value, sorted(entry_ids(groups.value))
+
+
+def _former_names(fields: Iterable[str], former: Iterable[str]) -> set[str]:
+    """The user's former display names: their views hash's ``keys.VIEWER_FORMER`` fields, and the set
+    an earlier release kept them in (``keys.former_display_aliases``), until it expires."""
+    prefix = keys.VIEWER_FORMER
+    return {field.removeprefix(prefix) for field in fields if field.startswith(prefix)} | set(former)
 
 
 def _linked_visitors(
@@ -167,7 +176,7 @@ def footprint(client: Client, where: Where) -> Footprint:
     pipe.lrange(keys.session(user), 0, -1)
     pipe.pttl(keys.session(user))
     pipe.hmget(keys.viewer(user), [keys.VIEWER_NAME, *where.page_periods])
-    pipe.smembers(keys.display_aliases(user))
+    pipe.hkeys(keys.viewer(user))
     pipe.hget(index_key(user), user)
     for key in where.visitor_hashes:
         pipe.hget(key, where.visitor)
@@ -182,8 +191,10 @@ def footprint(client: Client, where: Where) -> Footprint:
         progress.append(pipe.reply())
     pipe.get(where.progress.former)
     progress.append(pipe.reply())
+    pipe.smembers(keys.former_display_aliases(user))
+    former = pipe.reply()
     replies = pipe.execute()
-    seen, dirty, claimed, tombstone, session, pttl, (name, *views), aliases, groups = replies[:9]
+    seen, dirty, claimed, tombstone, session, pttl, (name, *views), fields, groups = replies[:9]
     visits = 9 + len(where.visitor_hashes)
     first = next((day for day in replies[9:visits] if day is not None), None)
     dense, page_now, page_now_ts = replies[visits : visits + 3]
@@ -204,7 +215,7 @@ def footprint(client: Client, where: Where) -> Footprint:
         session=entries,
         session_expires_in=max(pttl, 0) / 1000 if entries else None,
         display_name=name,
-        former_names=sorted(aliases),
+        former_names=sorted(_former_names(fields, former.value)),
         page_views={period: int(count) for period, count in zip(where.page_periods, views, strict=True) if count},
         groups=sorted(entry_ids(groups), key=int),
         dense_id=dense,

@@ -208,7 +208,7 @@ def _queue_viewers(
     for users in chunks(counts, PER_CALL):
         script_keys, args = list(day_keys), list(day_args)
         for user in users:
-            script_keys += [keys.viewer(user), keys.display_aliases(user)]
+            script_keys.append(keys.viewer(user))
             args += [user, counts[user], names.get(user, "")]
         pipe.script(VIEWER_RECORD, script_keys, args)
 

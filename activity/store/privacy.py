@@ -175,8 +175,7 @@ def footprint(client: Client, where: Where) -> Footprint:
         pipe.zscore(key, user)
     pipe.lrange(keys.session(user), 0, -1)
     pipe.pttl(keys.session(user))
-    pipe.hmget(keys.viewer(user), [keys.VIEWER_NAME, *where.page_periods])
-    pipe.hkeys(keys.viewer(user))
+    pipe.hgetall(keys.viewer(user))
     pipe.hget(index_key(user), user)
     for key in where.visitor_hashes:
         pipe.hget(key, where.visitor)
@@ -194,9 +193,9 @@ def footprint(client: Client, where: Where) -> Footprint:
     pipe.smembers(keys.former_display_aliases(user))
     former = pipe.reply()
     replies = pipe.execute()
-    seen, dirty, claimed, tombstone, session, pttl, (name, *views), fields, groups = replies[:9]
-    visits = 9 + len(where.visitor_hashes)
-    first = next((day for day in replies[9:visits] if day is not None), None)
+    seen, dirty, claimed, tombstone, session, pttl, viewer, groups = replies[:8]
+    visits = 8 + len(where.visitor_hashes)
+    first = next((day for day in replies[8:visits] if day is not None), None)
     dense, page_now, page_now_ts = replies[visits : visits + 3]
     state = next((read.value for read in progress if read.value is not None), None)
     first_active, bits = None, [0] * len(where.day_bitmaps)
@@ -214,9 +213,9 @@ def footprint(client: Client, where: Where) -> Footprint:
         claimed_at=claimed,
         session=entries,
         session_expires_in=max(pttl, 0) / 1000 if entries else None,
-        display_name=name,
-        former_names=sorted(_former_names(fields, former.value)),
-        page_views={period: int(count) for period, count in zip(where.page_periods, views, strict=True) if count},
+        display_name=viewer.get(keys.VIEWER_NAME),
+        former_names=sorted(_former_names(viewer, former.value)),
+        page_views={period: int(viewer[period]) for period in where.page_periods if viewer.get(period)},
         groups=sorted(entry_ids(groups), key=int),
         dense_id=dense,
         active_days=[day for (day, _), bit in zip(where.day_bitmaps, bits, strict=True) if bit],

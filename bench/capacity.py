@@ -11,9 +11,9 @@ shape under MONITOR gives its calls (each script by name) and the commands they 
 out a day's idempotent writes this process made lately, so the bench pins the clock and moves it
 past that memory where a shape needs it; anonymous visits come from visitors never seen before.
 Then the same batches run interleaved against the standalone server and a private 3-master cluster
-(16 last-seen partitions), with each primary's CPU and the hash tags it holds, to show how the
-cluster spreads the work and where it cannot. The flush figures (rows/s per worker into
-PostgreSQL, WAL bytes per row) are bench/results/flush.json's.
+(16 last-seen partitions), each side pushed once first, with each primary's CPU, the hash tags it
+holds and the commands it ran, to show how the cluster spreads the work and where it cannot. The
+flush figures (rows/s per worker into PostgreSQL, WAL bytes per row) are bench/results/flush.json's.
 
     python -m bench.capacity                 # 100,000 users, 3 rounds
     python -m bench.capacity --users 20000   # quicker
@@ -63,17 +63,25 @@ def visitors(first: int, count: int, ts: float) -> list[tuple[str, float]]:
 
 
 def cpu_seconds(client) -> float:
-    """Redis CPU (user + sys) so far of one server (a cluster's primaries: ``per_node_cpu``)."""
+    """Redis CPU (user + sys) so far of one server (a cluster's primaries: ``per_node``)."""
     info = client.info("cpu")
     return info["used_cpu_user"] + info["used_cpu_sys"]
 
 
-def per_node_cpu(client) -> dict[str, float]:
-    """Redis CPU (user + sys) so far of each primary of a cluster, by the primary's name."""
+def per_node(client) -> dict[str, tuple[float, dict[str, int]]]:
+    """Each primary of a cluster, by name: its Redis CPU (user + sys) so far, and each command's
+    microseconds so far (INFO commandstats; a script's inner commands count in it and in EVALSHA)."""
     from redis.cluster import RedisCluster
 
-    infos = client.info("cpu", target_nodes=RedisCluster.PRIMARIES)
-    return {name: info["used_cpu_user"] + info["used_cpu_sys"] for name, info in infos.items()}
+    cpu = client.info("cpu", target_nodes=RedisCluster.PRIMARIES)
+    stats = client.info("commandstats", target_nodes=RedisCluster.PRIMARIES)
+    return {
+        name: (
+            info["used_cpu_user"] + info["used_cpu_sys"],
+            {c.removeprefix("cmdstat_"): v["usec"] for c, v in stats[name].items()},
+        )
+        for name, info in cpu.items()
+    }
 
 
 def held_tags(client, tags: list[str]) -> dict[str, str]:
@@ -290,10 +298,14 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         with override_settings(**cluster_settings):
             push()
 
+    # The cluster has not seen these users: one push each first, so the CPU counted below is of
+    # returning users' views on both, not of the cluster making every user's keys.
+    push()
+    on_cluster()
     with override_settings(**cluster_settings):
         cluster_client = get_client()
         cluster_partitions = last_seen.partition_count()  # what the run used, not what it asked for
-        before_nodes = per_node_cpu(cluster_client)
+        before_nodes = per_node(cluster_client)
         tags = ["ses", "pv", "now", "au", "uv"] + [f"ls:{n}" for n in range(cluster_partitions)]
         spread = [f"vis:{n}" for n in range(VISITOR_SHARDS)] + [f"grp-index:{n}" for n in range(INDEX_PARTITIONS)]
         holds = held_tags(cluster_client, tags + spread)
@@ -301,11 +313,21 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
     rates = harness.interleaved({"standalone": (push, sizes), "cluster": (on_cluster, sizes)}, rounds)
     standalone_cpu = cpu_seconds(client) - before_standalone
     with override_settings(**cluster_settings):
-        node_cpu = {name: cpu - before_nodes[name] for name, cpu in per_node_cpu(cluster_client).items()}
-    primaries = sorted(
-        ({"cpu_seconds": cpu, "holds": holds.get(name, "")} for name, cpu in node_cpu.items()),
-        key=lambda primary: -primary["cpu_seconds"],
-    )
+        after_nodes = per_node(cluster_client)
+    node_cpu = {name: cpu - before_nodes[name][0] for name, (cpu, _) in after_nodes.items()}
+    pushed = sizes * (rounds + 1)  # the interleaved run's warm-up and rounds, on each side
+    node_us = {
+        name: {
+            command: (usec - before_nodes[name][1].get(command, 0)) / pushed
+            for command, usec in used.items()
+            if usec > before_nodes[name][1].get(command, 0)
+        }
+        for name, (_, used) in after_nodes.items()
+    }
+    primaries = [
+        {"cpu_seconds": cpu, "holds": holds.get(name, ""), "command_us_per_event": node_us[name]}
+        for name, cpu in sorted(node_cpu.items(), key=lambda item: -item[1])
+    ]
     busiest_share = primaries[0]["cpu_seconds"] / sum(node_cpu.values())
     # Both took the same batches: how many times one server's page views the cluster takes before its
     # busiest primary's core is full, given client processes and cores enough to push them.
@@ -385,7 +407,25 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         + f"{flush_rows[False]:,.0f} new / {flush_rows[True]:,.0f} existing rows/s per worker. "
         + f"Medians of {rounds} rounds. Command: `python -m bench.capacity --users {users} --rounds {rounds}`.",
     ]
+    notes += ["", *primaries_table(primaries, pushed)]
     harness.write("capacity", results, table, "\n".join(notes))
+
+
+def primaries_table(primaries: list[dict[str, Any]], pushed: int) -> list[str]:
+    """Where each primary's CPU went in the cluster run, per page view pushed."""
+    lines = [
+        "| cluster primary holding | Redis CPU us a page view | in scripts (EVALSHA) "
+        "| commands, in scripts or not: the largest |",
+        "|---|---:|---:|---|",
+    ]
+    for primary in primaries:
+        commands = dict(primary["command_us_per_event"])
+        scripts = commands.pop("evalsha", 0.0)
+        largest = sorted(commands.items(), key=lambda item: -item[1])[:5]
+        cells = [primary["holds"], f"{primary['cpu_seconds'] * 1e6 / pushed:.1f}", f"{scripts:.1f}"]
+        cells.append(", ".join(f"{command.upper()} {us:.2f}" for command, us in largest))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def calls_table(calls: dict[str, dict[str, dict[str, Any]]]) -> list[str]:

@@ -219,6 +219,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
     from activity.store.audience import VISITOR_SHARDS
     from activity.store.client import get_client
     from activity.store.groups import INDEX_PARTITIONS
+    from activity.store.sessions import PATH_PARTITIONS, path_tag
 
     moment = [clock.now()]
     clock.now = lambda: moment[0]  # ingest remembers a day's writes until a moment: the bench moves it
@@ -308,6 +309,7 @@ def run(users: int, rounds: int, cluster_url: str) -> None:
         before_nodes = per_node(cluster_client)
         tags = ["ses", "pv", "now", "au", "uv"] + [f"ls:{n}" for n in range(cluster_partitions)]
         spread = [f"vis:{n}" for n in range(VISITOR_SHARDS)] + [f"grp-index:{n}" for n in range(INDEX_PARTITIONS)]
+        spread += [path_tag(n) for n in range(PATH_PARTITIONS)]
         holds = held_tags(cluster_client, tags + spread)
     before_standalone = cpu_seconds(client)
     rates = harness.interleaved({"standalone": (push, sizes), "cluster": (on_cluster, sizes)}, rounds)

@@ -1,4 +1,5 @@
--- Count one day's page views of a batch: the day's counter, and the views per path (one ZINCRBY per
+-- Count one day's page views of a batch in one partition of the paths (the batch's views of the
+-- partition's paths): the partition's counter of the day, and the views per path (one ZINCRBY per
 -- path of the batch, whatever its views), keeping the cap most viewed (past cap + slack, one
 -- ZREMRANGEBYRANK trims back: amortized O(log N) a path). Keys get their TTL when made. Users
 -- tombstoned at now are skipped.
@@ -7,10 +8,10 @@
 -- Prelude: lua/tombstones.lua (tombstoned).
 --
 -- KEYS[1]  tombstones of erased users (member -> expiry)
--- KEYS[2]  page views that day (string counter)
+-- KEYS[2]  page views that day of the partition's paths (string counter)
 -- KEYS[3]  views per path that day (zset path -> views)
 -- ARGV[1]  TTL of the day's keys, seconds (>= 1)
--- ARGV[2]  paths kept (cap >= 1)
+-- ARGV[2]  paths kept in the partition (cap >= 1)
 -- ARGV[3]  slack: new paths let in past the cap before a trim (>= 0)
 -- ARGV[4]  now, epoch seconds
 -- ARGV[5..] 2 per view: user id, path

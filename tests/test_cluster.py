@@ -41,11 +41,11 @@ def test_a_script_or_transaction_spanning_slots_fails_loudly(cluster, redis_clie
     with pytest.raises(RedisClusterException, match="same key slot"):
         last_seen_store.ZADD_UNLESS_SMALLER(redis_client, crossing, ["1", "5", "a"])
     multi = redis_client.pipeline(transaction=True)
-    multi.incr(keys.page_views("20261123"))
+    multi.incr(keys.page_views(0, "20261123"))
     multi.incr(keys.health())
     with pytest.raises(RedisClusterException, match="same slot"):
         multi.execute()
-    assert redis_client.exists(keys.last_seen(0), keys.session("42"), keys.page_views("20261123")) == 0
+    assert redis_client.exists(keys.last_seen(0), keys.session("42"), keys.page_views(0, "20261123")) == 0
 
 
 def test_scripts_recover_from_noscript_on_every_node(cluster, redis_client):
@@ -136,7 +136,7 @@ return 1
 def test_a_pipeline_never_sends_a_command_twice_after_a_timeout(cluster, redis_client, settings):
     """redis-py's cluster pipeline re-sends a command whose reply timed out, though it ran: the
     store's does not, so a script is applied once (here redis-py's own applies it twice)."""
-    counter = keys.page_views("20261123")
+    counter = keys.page_views(0, "20261123")
     settings.ACTIVITY_REDIS_TIMEOUT = 1.0
     pipe = get_client().pipeline(transaction=False)
     pipe.execute_command("EVAL", SLOW_INCR, 1, counter, 1_200_000)

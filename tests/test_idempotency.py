@@ -15,7 +15,7 @@ from activity import calendar, clock
 from activity.events import Event
 from activity.services import idempotency, ingest, sessions
 from activity.store import idempotency as idempotency_store
-from activity.store import keys
+from activity.store import keys, partitioning
 from activity.store import sessions as sessions_store
 from activity.store.client import get_client
 from activity.store.scripts import LUA_DIR, LuaScript
@@ -54,11 +54,12 @@ def own_keys(client) -> set[str]:
 
 
 def page_view_state(client) -> dict[str, bytes]:
-    """Every page-view key of both tags (the idempotency records and writers included) as DUMP gives
-    it. The caller's own activity, recorded after each answered request, holds no page view."""
+    """Every page-view key of its tags and the paths' partitions (the idempotency records and
+    writers included) as DUMP gives it. The caller's own activity, recorded after each answered
+    request, holds no page view."""
     return {
         key: client.dump(key)
-        for tag in (keys.SESSIONS_TAG, keys.PV_TAG)
+        for tag in (keys.SESSIONS_TAG, keys.PV_TAG, "{paths:")
         for key in client.scan_iter(match=f"{keys.prefix()}{tag}*")
     }
 
@@ -181,22 +182,26 @@ class TestLateAttempts:
 
     def test_two_attempts_each_first_in_one_slot_count_each_page_view_once(self, redis_client, staff, at):
         """On a Cluster an attempt's slots are written on their nodes in no common order: here the
-        retry's viewers and page counts reached the {pv} slot first (the writer its scripts set
-        there, planted), then the first attempt ran whole, then the retry. Each slot keeps its first
-        writer's part, so the sessions are the first attempt's, the counts the retry's, each once."""
+        retry's viewers and page counts reached the {pv} slot and the paths' partitions first (the
+        writer its scripts set there, planted), then the first attempt ran whole, then the retry.
+        Each slot keeps its first writer's part, so the sessions are the first attempt's, the counts
+        the retry's, each once."""
         at(T0)
         body = batch("u1", T0)
         events = [Event(e["user"], e["ts"], e["path"]) for e in body["events"]]
         first = claim(f"user:{staff.pk}", "split", body, T0)
         at(T0 + idempotency.lease_seconds() + 0.1)
         retry = claim(f"user:{staff.pk}", "split", body, clock.now(), token="retry")
-        redis_client.set(keys.batch_writer("pv", retry.digest), retry.token, ex=retry.ttl)
+        partitions = {partitioning.partition_of(event.path, sessions_store.PATH_PARTITIONS) for event in events}
+        counted = sorted(map(sessions_store.path_tag, partitions))
+        for tag in ("pv", *counted):
+            redis_client.set(keys.batch_writer(tag, retry.digest), retry.token, ex=retry.ttl)
         assert ingest.record_events(events, fence=first).sessions_started == 1
-        assert (page_views(T0), pages_in_session("u1")) == (0, 2)  # fenced out of {pv}: no count yet
+        assert (page_views(T0), pages_in_session("u1")) == (0, 2)  # fenced out of the counts: none yet
         assert ingest.record_events(events, fence=retry).sessions_started == 0  # fenced out of {ses}
         assert (page_views(T0), pages_in_session("u1"), sessions.started(calendar.day_of(T0))) == (2, 2, 1)
-        writers = {tag: redis_client.get(keys.batch_writer(tag, first.digest)) for tag in ("ses", "pv")}
-        assert writers == {"ses": first.token, "pv": retry.token}
+        writers = {tag: redis_client.get(keys.batch_writer(tag, first.digest)) for tag in ("ses", "pv", *counted)}
+        assert writers == {"ses": first.token, "pv": retry.token} | dict.fromkeys(counted, retry.token)
         assert all(0 < redis_client.ttl(keys.batch_writer(tag, first.digest)) <= first.ttl for tag in writers)
 
 

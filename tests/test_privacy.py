@@ -310,6 +310,7 @@ def test_a_batch_skips_only_the_tombstoned_users_views(redis_client):
     now = clock.now()
     users = [GONE, "kept-1", GONE, "kept-2", "kept-1", GONE]
     paths = [f"/p{index}" for index in range(len(users))]
+    views_before = sessions.page_views(day_of(now))
     recorded = ingest.record_events(
         [Event(user=user, ts=now, path=path) for user, path in zip(users, paths, strict=True)]
     )
@@ -319,6 +320,10 @@ def test_a_batch_skips_only_the_tombstoned_users_views(redis_client):
         own = [path for who, path in zip(users, paths, strict=True) if who == user]
         assert [path for path, _ in sessions.current(user)] == own[::-1]
         assert redis_client.hget(keys.viewer(user), period_name("day", day_of(now))) == str(len(own))
+    # The page counts too, in whichever partition of the paths each view falls.
+    assert sessions.page_views(day_of(now)) == views_before + 3
+    assert {path for path, _ in sessions.top_paths(day_of(now), 10)} >= {"/p1", "/p3", "/p4"}
+    assert not {"/p0", "/p2", "/p5"} & {path for path, _ in sessions.top_paths(day_of(now), 10)}
 
 
 def test_the_tombstone_outlives_a_dead_flush_claim_however_short_it_is(monkeypatch):

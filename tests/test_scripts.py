@@ -257,13 +257,16 @@ def test_every_script_runs_and_touches_only_declared_keys(redis_client, django_c
     day = calendar.day_of(now)
     # What earlier releases left: the sweep merges a legacy first-visit hash and gives a key without
     # a TTL one; the upgrades move last seen out of the one-set layout, fold a view counter, move a
-    # day's sessions started from {pv} and a person's funnel progress into the generations.
+    # day's sessions started from {pv}, fold a day's page counts into the path partitions and move a
+    # person's funnel progress into the generations.
     redis_client.hset(keys.visitor_seen(3, 7), secrets.token_bytes(16), calendar.day_number(day))
     redis_client.set(f"{keys.prefix()}no-such-family:1", "1")
     redis_client.zadd(keys.unpartitioned_last_seen(), {"earlier": now - 60})
     redis_client.set(keys.former_user_views(calendar.period_name("day", day), "earlier"), 3, ex=60)
     redis_client.set(f"{keys.prefix()}{keys.PV_TAG}:started:{calendar.day_name(day)}", 2, ex=60)  # before {ses}
     redis_client.set(keys.former_funnel_state(5, "u:earlier"), '{"t":1,"f":{}}', ex=60)
+    redis_client.set(keys.former_page_views(calendar.day_name(day)), 3, ex=60)
+    redis_client.zadd(keys.former_path_views(calendar.day_name(day)), {"/earlier": 3})
 
     def work() -> None:
         with django_capture_on_commit_callbacks(execute=True):
@@ -289,7 +292,7 @@ def test_every_script_runs_and_touches_only_declared_keys(redis_client, django_c
             assert held and flush.flush().flushed
         last_seen.prune()
         assert last_seen.upgrade() == 1
-        assert sessions.upgrade() == (1, 1)  # merged into this release's counter: the scratch key too
+        assert sessions.upgrade() == (1, 1, 1)  # merged into this release's counter: the scratch key too
         assert funnels.upgrade() == 1
         assert sweep.sweep().merged == 1
         audience.rollup_day(day)

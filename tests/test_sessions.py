@@ -18,10 +18,17 @@ from django.urls import path
 from activity import calendar, clock, conf
 from activity.events import Event
 from activity.services import ingest, sessions
-from activity.store import keys
+from activity.store import keys, partitioning
 from activity.store import sessions as sessions_store
 from activity.store.scripts import LuaScript
-from activity.store.sessions import PAGE_COUNTS, SESSION_RECORD, TRANSITIONS_COUNT, VIEWER_RECORD, paths_slack
+from activity.store.sessions import (
+    PAGE_COUNTS,
+    SESSION_RECORD,
+    TRANSITIONS_COUNT,
+    VIEWER_RECORD,
+    path_tag,
+    paths_slack,
+)
 from activity.tasks import record_events as record_events_task
 from activity.web import middleware
 from tests.clients import Client
@@ -181,7 +188,8 @@ def test_counters_match_a_concurrent_burst_exactly(redis_client):
 @override_settings(ACTIVITY_REDIS_TIMEOUT=10.0, ACTIVITY_TRANSITIONS=False)
 def test_distinct_paths_per_day_stay_capped_and_the_most_viewed_survive(redis_client, monkeypatch):
     monkeypatch.setattr(sessions, "KEEP_QUERY", True)
-    cap = sessions_store.MAX_PATHS_PER_DAY
+    partitions = sessions_store.PATH_PARTITIONS
+    cap = sessions_store.MAX_PATHS_PER_DAY // partitions  # each partition of the paths keeps its share
     slack = paths_slack(cap)
     popular = {f"/popular/{n}": n % 5 + 1 for n in range(50)}  # views per batch, from the first batch
     distinct = (f"/search?q={n}" for n in range(100_000))  # a catch-all route with kept query strings
@@ -192,9 +200,11 @@ def test_distinct_paths_per_day_stay_capped_and_the_most_viewed_survive(redis_cl
             pages += [path for path, weight in popular.items() for _ in range(weight)]
             pages += ["/late-hit"] * 20 * (batch >= 90)  # popular only in the last ten batches
             ingest.record_events([view(f"u{i % 20}", page) for i, page in enumerate(pages)])
-            sizes.append(redis_client.zcard(keys.path_views(calendar.day_name(today()))))
-    assert max(sizes) <= cap + slack
-    assert sizes[-1] >= cap
+            day = calendar.day_name(today())
+            sizes.append([redis_client.zcard(keys.path_views(n, day)) for n in range(partitions)])
+    assert max(map(max, sizes)) <= cap + slack
+    assert min(sizes[-1]) >= cap
+    assert max(map(sum, sizes)) <= sessions_store.MAX_PATHS_PER_DAY + partitions * slack
     # Each trim removes at most slack + 1 paths, once per slack + 1 new ones: bounded per call.
     assert delta.calls["zremrangebyrank"] <= 100_000 // (slack + 1)
     expected = {path: 100 * weight for path, weight in popular.items()} | {"/late-hit": 200}
@@ -221,7 +231,7 @@ def bad_calls() -> list[tuple[LuaScript, list[str], list, str]]:
         ),
         (
             PAGE_COUNTS,
-            [tombstones, keys.page_views(name), keys.path_views(name)],
+            [keys.tombstones(path_tag(0)), keys.page_views(0, name), keys.path_views(0, name)],
             [10, 100, 10, 1.0, user],
             "2 arguments per view",
         ),
@@ -520,6 +530,42 @@ def test_the_upgrade_moves_an_earlier_releases_sessions_and_transitions_into_the
     call_command("activity_upgrade")
     assert "moved 0 session keys" in capsys.readouterr().out
     assert sessions.started(calendar.day_of(now)) == 6 and not redis_client.exists(former(keys.sessions_started(day)))
+    assert_every_key_has_a_ttl(redis_client)
+
+
+def test_the_upgrade_folds_an_earlier_releases_page_counts_into_the_path_partitions_once(redis_client, capsys, at):
+    """A day of page counts a release before the path partitions kept under {pv}: its paths go to
+    their partitions, added to what this release counted meanwhile, its total to the day's page
+    views, with the former keys' TTL where a key is made. Met again after its fold (a run stopped
+    before deleting it), the day is deleted, not counted twice."""
+    from django.core.management import call_command
+
+    now = WEDNESDAY + 12 * 3600
+    at(now)
+    day = calendar.day_name(calendar.day_of(now))
+    ingest.record_events([view("u1", "/a", now), view("u2", "/b", now), view("u3", "/b", now + 1)])
+
+    def plant_former() -> None:
+        redis_client.set(keys.former_page_views(day), 10, ex=5000)
+        redis_client.zadd(keys.former_path_views(day), {"/a": 4, "/c": 6})
+        redis_client.expire(keys.former_path_views(day), 5000)
+
+    plant_former()
+    call_command("activity_upgrade")
+    assert "folded 1 days of page counts into the path partitions" in capsys.readouterr().out
+    assert sessions.page_views(calendar.day_of(now)) == 3 + 10
+    assert sessions.top_paths(calendar.day_of(now)) == [("/c", 6), ("/a", 1 + 4), ("/b", 2)]
+    assert not redis_client.exists(keys.former_page_views(day), keys.former_path_views(day))
+    c_partition = partitioning.partition_of("/c", sessions_store.PATH_PARTITIONS)
+    if c_partition not in {partitioning.partition_of(path, sessions_store.PATH_PARTITIONS) for path in ("/a", "/b")}:
+        assert 4990 <= redis_client.ttl(keys.path_views(c_partition, day)) <= 5000  # made by the fold
+    plant_former()
+    call_command("activity_upgrade")
+    assert "folded 0 days of page counts" in capsys.readouterr().out
+    assert sessions.page_views(calendar.day_of(now)) == 13 and sessions.top_paths(calendar.day_of(now), 1) == [
+        ("/c", 6)
+    ]
+    assert not redis_client.exists(keys.former_page_views(day), keys.former_path_views(day))
     assert_every_key_has_a_ttl(redis_client)
 
 

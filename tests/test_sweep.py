@@ -75,8 +75,11 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
     "viewer": (("42",), 15 * DAY + 25 * 3600),  # renewed once a day: a day (25 h) longer
     "former_display_name": (("42",), 15 * DAY),
     "sessions_started": (("20261123",), 8 * DAY),
-    "page_views": (("20261123",), 8 * DAY),
-    "path_views": (("20261123",), 8 * DAY),
+    "page_views": ((3, "20261123"), 8 * DAY),
+    "path_views": ((3, "20261123"), 8 * DAY),
+    "page_counts_folded": ((3, "20261123"), 8 * DAY),
+    "former_page_views": (("20261123",), 8 * DAY),
+    "former_path_views": (("20261123",), 8 * DAY),
     "transitions": (("20261123",), 8 * DAY),
     "transitions_index": (("20261123",), 8 * DAY),
     "transition_steps": (("20261123",), 8 * DAY),
@@ -121,6 +124,8 @@ EXPECTED: dict[str, tuple[tuple, str | int]] = {
 HELPERS = {
     "former_funnel_state_parts",
     "former_funnel_state_pattern",
+    "former_page_counts_day",
+    "former_page_counts_pattern",
     "former_session_pattern",
     "former_viewer_parts",
     "former_viewer_patterns",
@@ -288,4 +293,7 @@ def test_nothing_any_service_path_writes_is_repaired(redis_client, django_captur
         "{pv}:uv:<period>:<user>",
         "{pv}:aliases:<user>",  # former display names of releases before the views hash's fields
         "{fn:<partition>}:person:<person>",  # funnel progress of releases before its generations
+        "{pv}:views:<day>",  # page counts of releases before the path partitions
+        "{pv}:paths:<day>",
+        "{paths:<partition>}:folded:<day>",  # written by the upgrade alone
     }

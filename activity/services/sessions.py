@@ -53,10 +53,13 @@ def top_paths(day: date, n: int = 10) -> list[tuple[str, int]]:
     return store.top_paths(get_client(), day, n)
 
 
-def upgrade(step: int = 1000) -> tuple[int, int]:
+def upgrade(step: int = 1000) -> tuple[int, int, int]:
     """Fold the per-user display names and view counters of a release before the views hashes into
-    them, and move the sessions and what is counted from them of a release before the {ses} tag
-    into it, ``step`` keys a step; returns (keys folded, keys moved). Concurrent runs and writers are
-    safe (each key folds or moves in one script); a run on this release's layout changes nothing."""
+    them, move the sessions and what is counted from them of a release before the {ses} tag into it,
+    and fold the page counts of a release before the path partitions into them, ``step`` keys a
+    step; returns (keys folded, keys moved, days of page counts folded). Concurrent runs and writers
+    are safe (each key folds or moves in one script); a run on this release's layout changes nothing."""
     client, days = get_client(), conf.settings.PAGE_STATS_DAYS
-    return sum(store.fold_former_viewers(client, step, days)), sum(store.move_former_sessions(client, step, days))
+    folded = sum(store.fold_former_viewers(client, step, days))
+    moved = sum(store.move_former_sessions(client, step, days))
+    return folded, moved, sum(store.fold_former_page_counts(client, step))

@@ -236,9 +236,9 @@ def group_active_scratch() -> str:
 # --- navigation sessions and page-view statistics: two tags, {ses} and {pv} ---------------------
 # A page-view script writes users' keys together with the shared per-day keys, so each family of
 # them shares one tag: the sessions with what is counted from them ({ses}: sessions started,
-# transitions, the recommendations read from both), the viewers with the page counts and the
-# reports ({pv}: the reports' SORT BY/GET reads per-user keys, which a Cluster allows only in the
-# sorted key's slot). Two tags, so a Cluster spreads a page view's work over two slots.
+# transitions, the recommendations read from both), the viewers with the reports ({pv}: the
+# reports' SORT BY/GET reads per-user keys, which a Cluster allows only in the sorted key's slot).
+# The page counts, which no script writes with a user's key, are spread by path (below).
 # Page statistics live PAGE_STATS_DAYS (a week's 7 more) from the write that gives them their TTL,
 # and the sweep gives that to one found without (the week's, the longer, to keys of either period).
 
@@ -285,16 +285,52 @@ def sessions_started(day: str) -> str:
     return f"{prefix()}{SESSIONS_TAG}:started:{day}"
 
 
+# --- page counts: per partition of the path, {paths:<partition>} (sessions.PATH_PARTITIONS) ------
+# A path's count lives in one partition, so a day's top paths are a merge of each partition's first
+# ones and its page views a sum; a Cluster spreads the counting over the partitions' slots.
+
+
+@family("{paths:<partition>}:views:<day>", "string", lifetimes.page_stats())
+def page_views(partition: int, day: str) -> str:
+    """String counter: page views on ``day`` of the paths of ``partition``."""
+    return f"{prefix()}{{paths:{partition}}}:views:{day}"
+
+
+@family("{paths:<partition>}:by-path:<day>", "zset", lifetimes.page_stats())
+def path_views(partition: int, day: str) -> str:
+    """Sorted set: path -> its page views on ``day``, for the paths of ``partition``; its share of
+    ``sessions.MAX_PATHS_PER_DAY``, the most viewed, kept."""
+    return f"{prefix()}{{paths:{partition}}}:by-path:{day}"
+
+
+@family("{paths:<partition>}:folded:<day>", "string", lifetimes.page_stats())
+def page_counts_folded(partition: int, day: str) -> str:
+    """String: marks that ``activity_upgrade`` folded an earlier release's counts of ``day`` (its
+    ``former_page_views`` and ``former_path_views``) into ``partition``, so a run again folds none twice."""
+    return f"{prefix()}{{paths:{partition}}}:folded:{day}"
+
+
+# What releases before the path partitions counted under {pv}: ``activity_upgrade`` folds them in.
 @family("{pv}:views:<day>", "string", lifetimes.page_stats())
-def page_views(day: str) -> str:
-    """String counter: page views on ``day``."""
+def former_page_views(day: str) -> str:
+    """String counter: page views on ``day``, as releases before the path partitions kept them."""
     return f"{prefix()}{PV_TAG}:views:{day}"
 
 
 @family("{pv}:paths:<day>", "zset", lifetimes.page_stats())
-def path_views(day: str) -> str:
-    """Sorted set: path -> its page views on ``day``, the ``sessions.MAX_PATHS_PER_DAY`` most viewed kept."""
+def former_path_views(day: str) -> str:
+    """Sorted set: path -> its page views on ``day``, as releases before the path partitions kept them."""
     return f"{prefix()}{PV_TAG}:paths:{day}"
+
+
+def former_page_counts_pattern() -> str:
+    """SCAN MATCH pattern of the ``former_page_views`` keys: one a day an earlier release counted."""
+    return match_pattern(former_page_views("*"))
+
+
+def former_page_counts_day(key: str) -> str:
+    """The day (YYYYMMDD) of a key ``former_page_counts_pattern`` found."""
+    return key.removeprefix(f"{prefix()}{PV_TAG}:views:")
 
 
 # A day's transitions are two sorted sets of the same "page NUL next page" members: one counts each

@@ -70,6 +70,7 @@ def erase(client: Client, where: Where, now: float, until: float) -> tuple[int, 
         (keys.tombstones("pv"), user),
         (keys.tombstones("au"), where.digest),
         (where.visitor_tombstones, where.visitor),
+        *((keys.tombstones(sessions.path_tag(n)), user) for n in range(sessions.PATH_PARTITIONS)),
     ):
         _queue_tombstone(pipe, tombstones, member, now, until)
     pipe.hgetall(keys.viewer(user))

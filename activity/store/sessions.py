@@ -1,8 +1,9 @@
 """Navigation sessions and page-view statistics: per batch, the session script, then per day it
-declares the count of the page transitions it queued there, and per day of the batch the counts' and
-the viewers' scripts; the session's and the viewers' in calls of at most ``PER_CALL`` views or users
-(the counts' takes no key per view), all queued in the batch's one round trip; a session page read by
-one script (its count, TTL and rows at one moment)."""
+declares the count of the page transitions it queued there, and per day of the batch the counts'
+scripts (one per partition of the paths the day's views fall in) and the viewers'; the session's and
+the viewers' in calls of at most ``PER_CALL`` views or users (the counts' takes no key per view), all
+queued in the batch's one round trip; a session page read by one script (its count, TTL and rows at
+one moment)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from datetime import date, timedelta
 
 from activity import conf
 from activity.calendar import day_name, day_of, midnight, period_name
-from activity.store import keys, lifetimes
+from activity.store import keys, lifetimes, partitioning
 from activity.store.client import PER_CALL, Client, Reply, Sum, chunks, scan_steps
 from activity.store.idempotency import Fence, fence_part
 from activity.store.scripts import LuaScript, Pipeline
@@ -22,13 +23,16 @@ from activity.store.scripts import LuaScript, Pipeline
 SESSION_RECORD = LuaScript("session_record")
 TRANSITIONS_COUNT = LuaScript("transitions_count")
 PAGE_COUNTS = LuaScript("page_counts")
+PAGE_COUNTS_FOLD = LuaScript("page_counts_fold")
 VIEWER_RECORD = LuaScript("viewer_record")
 VIEWER_FOLD = LuaScript("viewer_fold")
 SESSION_KEY_MOVE = LuaScript("session_key_move")
 PAGE = LuaScript("session_page")
-# Distinct paths kept per day, and next pages per page and day (the most viewed, or most frequent,
-# survive), so a catch-all route or junk paths cannot grow them.
+# Distinct paths kept per day (each partition of the paths keeps its share), and next pages per page
+# and day (the most viewed, or most frequent, survive), so a catch-all route or junk paths cannot
+# grow them.
 MAX_PATHS_PER_DAY = 10_000
+PATH_PARTITIONS = 16  # hash tags {paths:<n>} a day's page counts are spread over
 MAX_NEXT_PAGES = 50
 # Users kept per day and week as the ranked reports' candidates (the top viewers).
 CANDIDATES = 1000
@@ -99,9 +103,9 @@ def queue_record(
     (``store.idempotency``).
 
     Only views within the session window (``ts`` at or after ``now - window_s``) join sessions; older
-    ones count in their day's statistics alone. Per day: counts per day and path, then per user (one
-    step per user, whatever their views in the batch) views, display name, by-name entries and the
-    top viewers.
+    ones count in their day's statistics alone. Per day: counts per day and path (a call per
+    partition of the paths), then per user (one step per user, whatever their views in the batch)
+    views, display name, by-name entries and the top viewers.
     """
     by_day: dict[date, list[PageView]] = {}
     for view in views:
@@ -125,7 +129,7 @@ def queue_record(
     fenced = fence_part(fence, "pv")
     for when in sorted(by_day):
         day_views = by_day[when]
-        _queue_page_counts(pipe, fenced, when, day_views, day_ttl, now)
+        _queue_page_counts(pipe, fence, when, day_views, day_ttl, now)
         _queue_viewers(pipe, fenced, when, day_views, ttls, stats_days, now)
     return started
 
@@ -174,15 +178,28 @@ def _queue_transitions(pipe: Pipeline, when: date, bound: int, ttl: int) -> None
     pipe.script(TRANSITIONS_COUNT, script_keys, [ttl, *caps, bound])
 
 
+def path_tag(partition: int) -> str:
+    """The hash tag (without braces) of a partition of the paths: its tombstones' and writers' too."""
+    return f"paths:{partition}"
+
+
 def _queue_page_counts(
-    pipe: Pipeline, fenced: Fenced, when: date, views: Sequence[PageView], ttl: int, now: float
-) -> Reply:
-    max_paths, day = MAX_PATHS_PER_DAY, day_name(when)
-    script_keys = [*fenced[0], keys.tombstones("pv"), keys.page_views(day), keys.path_views(day)]
-    args: list[str | int] = [*fenced[1], ttl, max_paths, paths_slack(max_paths), repr(now)]
+    pipe: Pipeline, fence: Fence | None, when: date, views: Sequence[PageView], ttl: int, now: float
+) -> None:
+    """One day's views, a call per partition of their paths, each taking its share of the day's cap."""
+    day, max_paths = day_name(when), max(MAX_PATHS_PER_DAY // PATH_PARTITIONS, 1)
+    by_partition: dict[int, list[PageView]] = {}
     for view in views:
-        args += [view.user, view.path]
-    return pipe.script(PAGE_COUNTS, script_keys, args)
+        by_partition.setdefault(partitioning.partition_of(view.path, PATH_PARTITIONS), []).append(view)
+    for partition, own in by_partition.items():
+        tag = path_tag(partition)
+        fenced = fence_part(fence, tag)
+        script_keys = [*fenced[0], keys.tombstones(tag), keys.page_views(partition, day)]
+        script_keys.append(keys.path_views(partition, day))
+        args: list[str | int] = [*fenced[1], ttl, max_paths, paths_slack(max_paths), repr(now)]
+        for view in own:
+            args += [view.user, view.path]
+        pipe.script(PAGE_COUNTS, script_keys, args)
 
 
 def _queue_viewers(
@@ -226,20 +243,28 @@ def page(client: Client, user: str, number: int, size: int) -> SessionPage | Non
 
 
 def day_counts(client: Client, day: date) -> tuple[int, int]:
-    """(sessions started, page views) on ``day``; one round trip (two slots: one GET each)."""
+    """(sessions started, page views) on ``day``; one round trip (a GET in {ses} and in each
+    partition of the paths)."""
+    name = day_name(day)
     pipe = client.pipeline(transaction=False)
-    pipe.get(keys.sessions_started(day_name(day)))
+    pipe.get(keys.sessions_started(name))
     started = pipe.reply()
-    pipe.get(keys.page_views(day_name(day)))
-    views = pipe.reply()
+    views = Sum()
+    for partition in range(PATH_PARTITIONS):
+        pipe.get(keys.page_views(partition, name))
+        views.replies.append(pipe.reply())
     pipe.execute()
-    return int(started.value or 0), int(views.value or 0)
+    return int(started.value or 0), views.value
 
 
 def top_paths(client: Client, day: date, n: int) -> list[tuple[str, int]]:
-    """The ``n`` most viewed paths on ``day``, most viewed first (ties: path descending)."""
-    rows = client.zrange(keys.path_views(day_name(day)), 0, n - 1, desc=True, withscores=True)
-    return [(path, int(score)) for path, score in rows]
+    """The ``n`` most viewed paths on ``day``, most viewed first (ties: path descending). One round
+    trip: each partition's first ``n``, merged (a path's count lives in one partition)."""
+    pipe = client.pipeline(transaction=False)
+    for partition in range(PATH_PARTITIONS):
+        pipe.zrange(keys.path_views(partition, day_name(day)), 0, n - 1, desc=True, withscores=True)
+    rows = [(int(score), path) for found in pipe.execute() for path, score in found]
+    return [(path, views) for views, path in sorted(rows, reverse=True)[:n]]
 
 
 def fold_former_viewers(client: Client, step: int, stats_days: int) -> Iterator[int]:
@@ -257,6 +282,39 @@ def fold_former_viewers(client: Client, step: int, stats_days: int) -> Iterator[
             if calls:
                 pipe.execute()
                 yield sum(call.value for call in calls)
+
+
+def fold_former_page_counts(client: Client, step: int) -> Iterator[int]:
+    """Fold the days of page counts an earlier release kept under {pv} into the partitions of the
+    paths, ``step`` days a SCAN step; yields how many days each step folded. Three round trips a
+    day (read, fold, delete: on a Cluster the partitions are on every node). Safe to interrupt and to
+    run again: a partition's marker makes its fold once, and the former keys go only after every
+    partition has folded (a day met again after its fold is deleted, not counted twice)."""
+    for found in scan_steps(client, keys.former_page_counts_pattern(), step):
+        days = 0
+        for day in map(keys.former_page_counts_day, found):
+            views_key, paths_key = keys.former_page_views(day), keys.former_path_views(day)
+            pipe = client.pipeline(transaction=False)
+            pipe.get(views_key)
+            pipe.pttl(views_key)
+            pipe.zrange(paths_key, 0, -1, withscores=True)
+            views, ttl_ms, rows = pipe.execute()
+            if views is None:
+                continue  # another run folded and deleted it meanwhile
+            by_partition: dict[int, list[str | int]] = {partition: [] for partition in range(PATH_PARTITIONS)}
+            for path, count in rows:
+                by_partition[partitioning.partition_of(path, PATH_PARTITIONS)] += [int(count), path]
+            ttl = max(ttl_ms // 1000, 1) if ttl_ms > 0 else lifetimes.page_stats_ttl(conf.settings.PAGE_STATS_DAYS)
+            folds = []
+            for partition, args in by_partition.items():
+                script_keys = [keys.page_views(partition, day), keys.path_views(partition, day)]
+                script_keys.append(keys.page_counts_folded(partition, day))
+                added = int(views) if partition == 0 else 0  # the day's former total, in one partition
+                folds.append(pipe.script(PAGE_COUNTS_FOLD, script_keys, [ttl, added, *args]))
+            pipe.execute()
+            client.delete(views_key, paths_key)  # one slot, {pv}
+            days += any(fold.value for fold in folds)
+        yield days
 
 
 # The kinds of keys an earlier release kept under {pv} that move to {ses}, and how each merges into

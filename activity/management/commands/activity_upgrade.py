@@ -16,7 +16,8 @@ class Command(BaseCommand):
         "partitions no longer a member's, into its partition of ACTIVITY_LAST_SEEN_PARTITIONS. Run it once "
         "every process runs the new release or the new count; fold an earlier release's per-user "
         "display names and view counters into the users' views hashes, and move the sessions, linked visitors, "
-        "sessions started and transitions an earlier release kept under {pv} into {ses}, and each person's funnel "
+        "sessions started and transitions an earlier release kept under {pv} into {ses}, the page counts it "
+        "kept under {pv} into the partitions of the paths, and each person's funnel "
         "progress kept in a key of its own into its partition's generation. Safe to interrupt and "
         "to run again."
     )
@@ -33,7 +34,7 @@ class Command(BaseCommand):
 
         try:
             moved = last_seen.upgrade(step, progress if options["verbosity"] > 1 else None)
-            folded, moved_sessions = sessions.upgrade(step)
+            folded, moved_sessions, page_days = sessions.upgrade(step)
             moved_states = funnels.upgrade(step)
         except RuntimeError as error:
             raise CommandError(str(error)) from error
@@ -42,4 +43,5 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"moved {moved} last-seen members into this release's partitions"))
         self.stdout.write(self.style.SUCCESS(f"folded {folded} display names and view counters into views hashes"))
         self.stdout.write(self.style.SUCCESS(f"moved {moved_sessions} session keys from {{pv}} into {{ses}}"))
+        self.stdout.write(self.style.SUCCESS(f"folded {page_days} days of page counts into the path partitions"))
         self.stdout.write(self.style.SUCCESS(f"moved {moved_states} funnel states into their generations"))
